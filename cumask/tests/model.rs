@@ -282,7 +282,7 @@ proptest! {
     fn accepted_lists_mean_the_same_to_rocr(text in list_text(), cu_count in prop_oneof![Just(304u32), Just(96), 1u32..1025]) {
         if let Ok(set) = parse_cu_list(&text, cu_count) {
             prop_assert!(!set.is_empty());
-            prop_assert!(set.last().map_or(false, |l| u32::from(l) < cu_count));
+            prop_assert!(set.last().is_some_and(|l| u32::from(l) < cu_count));
             let rocr = rocr_accepts(&text, cu_count as usize);
             prop_assert_eq!(rocr, Some(Model::of(&set).0.to_vec()), "input {:?}", text);
             let canonical = set.to_string();
@@ -305,7 +305,7 @@ proptest! {
     #[test]
     fn roc_global_mask_round_trips(text in "(0[xX])?[0-9a-fA-F]{0,80}", cu_count in 1u32..1025) {
         if let Ok(set) = parse_roc_global_cu_mask(&text, cu_count) {
-            prop_assert!(set.last().map_or(false, |l| u32::from(l) < cu_count / 4 * 4));
+            prop_assert!(set.last().is_some_and(|l| u32::from(l) < cu_count / 4 * 4));
             prop_assert_eq!(parse_roc_global_cu_mask(&set.hex().to_string(), cu_count).unwrap(), set);
         }
     }
