@@ -1,0 +1,425 @@
+//! hookbench: what `libamvgpu.so` costs a HIP program, measured side by side in one run.
+//!
+//! ```text
+//! cargo run --release -p benches --bin hookbench
+//! ```
+//!
+//! Every figure comes from C fixtures (`benches/hook/*.c`) linked against the simulated
+//! runtime, run alternately without and with `LD_AUDIT` several times; the report gives medians
+//! and the difference, and says PASS or MISS against each target. It is a report, not a test:
+//! it exits 0 whatever it measured (and non-zero only when it could not measure).
+//!
+//! - (a) a hipMalloc+hipFree pair, one thread (target: <= 60 ns added), and two threads at once
+//!   (target: added cost per thread <= 2x the one-thread figure);
+//! - (b) hipGetDevicePropertiesR0600 and hipMemGetInfo (target: <= 30 ns added each);
+//! - (c) start-up of a program binding 20,000 functions of a generated library, lazily and with
+//!   `-z now` (target: <= 5% slower: the hook must leave unrelated bindings alone);
+//! - (d) resident bytes per live allocation in the hook's tracker, and the hook's own resident
+//!   size.
+//!
+//! Timing happens inside the fixtures (`clock_gettime` around the loop) except for start-up,
+//! which is the wall time of the whole process. Set `HOOKBENCH_QUICK=1` for a fast smoke run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const LIMIT: &str = "8g";
+const LIMIT_BYTES: u64 = 8 << 30;
+const VRAM: u64 = 16 << 30;
+
+struct Bench {
+    work: PathBuf,
+    hook: PathBuf,
+    hipsim_dir: PathBuf,
+    quick: bool,
+}
+
+fn main() {
+    let bench = match Bench::prepare() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("hookbench: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("hookbench: hook {}", bench.hook.display());
+    println!(
+        "hookbench: simulated runtime {}/libamdhip64.so",
+        bench.hipsim_dir.display()
+    );
+    println!(
+        "hookbench: plain = no LD_AUDIT; hooked = LD_AUDIT with HIP_DEVICE_MEMORY_LIMIT={LIMIT}; \
+         medians of alternating runs\n"
+    );
+    let started = Instant::now();
+    let result = bench
+        .hot_paths()
+        .and_then(|_| bench.startup())
+        .and_then(|_| bench.memory());
+    if let Err(e) = result {
+        eprintln!("hookbench: {e}");
+        std::process::exit(1);
+    }
+    println!(
+        "\nhookbench: done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN timings"));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+impl Bench {
+    /// Builds the hook and the simulator for this profile, and compiles the fixtures.
+    fn prepare() -> Result<Bench, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let profile_dir = exe
+            .parent()
+            .ok_or("binary has no parent directory")?
+            .to_path_buf();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let hook = profile_dir.join("libamvgpu.so");
+        let hipsim_dir = profile_dir.clone();
+        // `cargo run` sets CARGO; build the two libraries the bench loads (a no-op when fresh).
+        if let Some(cargo) = std::env::var_os("CARGO") {
+            let mut build = Command::new(cargo);
+            build.args(["build", "-p", "libamvgpu", "-p", "hipsim"]);
+            if release {
+                build.arg("--release");
+            }
+            let status = build
+                .status()
+                .map_err(|e| format!("run cargo build: {e}"))?;
+            if !status.success() {
+                return Err("cargo build -p libamvgpu -p hipsim failed".into());
+            }
+        }
+        for needed in [hook.clone(), hipsim_dir.join("libamdhip64.so")] {
+            if !needed.is_file() {
+                return Err(format!(
+                    "{} missing: run `cargo build{} -p libamvgpu -p hipsim`",
+                    needed.display(),
+                    if release { " --release" } else { "" }
+                ));
+            }
+        }
+        let work = profile_dir.join("hookbench");
+        std::fs::create_dir_all(&work).map_err(|e| format!("create {}: {e}", work.display()))?;
+        let quick = std::env::var_os("HOOKBENCH_QUICK").is_some();
+        Ok(Bench {
+            work,
+            hook,
+            hipsim_dir,
+            quick,
+        })
+    }
+
+    fn fixture_src(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("hook")
+            .join(format!("{name}.c"))
+    }
+
+    /// `cc` with the simulated runtime on the link line and in the rpath.
+    fn cc(&self, sources: &[&Path], out: &Path, extra: &[&str]) -> Result<(), String> {
+        let output = Command::new("cc")
+            .args(["-O2", "-D__HIP_PLATFORM_AMD__"])
+            .args(sources)
+            .arg("-o")
+            .arg(out)
+            .args(extra)
+            .arg(format!("-L{}", self.hipsim_dir.display()))
+            .arg(format!("-Wl,-rpath,{}", self.hipsim_dir.display()))
+            .args(["-lamdhip64", "-lpthread"])
+            .output()
+            .map_err(|e| format!("run cc: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "cc {:?} failed:\n{}",
+                sources,
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+
+    fn compile_fixture(&self, name: &str) -> Result<PathBuf, String> {
+        let out = self.work.join(name);
+        self.cc(&[&Self::fixture_src(name)], &out, &[])?;
+        Ok(out)
+    }
+
+    /// The environment of one run: a private ledger and simulator state, and the hook if asked.
+    fn command(&self, exe: &Path, hooked: bool, tag: &str) -> Command {
+        let state_dir = self.work.join(format!(
+            "state-{tag}-{}",
+            if hooked { "hooked" } else { "plain" }
+        ));
+        let _ = std::fs::remove_dir_all(&state_dir);
+        let _ = std::fs::create_dir_all(&state_dir);
+        let mut cmd = Command::new(exe);
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HIPSIM_DEVICES", "1")
+            .env("HIPSIM_VRAM", VRAM.to_string())
+            .env("HIPSIM_STATE", state_dir.join("hipsim-state"))
+            .env("HIP_DEVICE_MEMORY_SHARED_CACHE", state_dir.join("ledger"));
+        if hooked {
+            cmd.env("LD_AUDIT", &self.hook)
+                .env("HIP_DEVICE_MEMORY_LIMIT", LIMIT);
+        }
+        cmd
+    }
+
+    fn run(&self, cmd: &mut Command, what: &str) -> Result<String, String> {
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{what}: spawn: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{what}: {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// One hotloop run: the mean ns per iteration over its threads. Checks that the hook was
+    /// really in the path (hipMemGetInfo's total is the limit only under the hook).
+    fn hotloop(
+        &self,
+        exe: &Path,
+        mode: &str,
+        iters: u64,
+        threads: u32,
+        hooked: bool,
+    ) -> Result<f64, String> {
+        let what = format!(
+            "hotloop {mode} x{threads} ({})",
+            if hooked { "hooked" } else { "plain" }
+        );
+        let mut cmd = self.command(exe, hooked, "hot");
+        cmd.args([mode, &iters.to_string(), &threads.to_string()]);
+        let out = self.run(&mut cmd, &what)?;
+        let mut total = None;
+        let mut ns = Vec::new();
+        for line in out.lines() {
+            let mut it = line.split_whitespace();
+            match (it.next(), it.next()) {
+                (Some("total"), Some(v)) => total = v.parse::<u64>().ok(),
+                (Some("ns"), Some(v)) => {
+                    ns.push(v.parse::<f64>().map_err(|e| format!("{what}: {e}"))?)
+                }
+                _ => {}
+            }
+        }
+        let expected_total = if hooked { LIMIT_BYTES } else { VRAM };
+        if total != Some(expected_total) {
+            return Err(format!(
+                "{what}: hipMemGetInfo total {total:?}, expected {expected_total}: \
+                 the hook is {} in the path",
+                if hooked { "not" } else { "unexpectedly" }
+            ));
+        }
+        if ns.len() != threads as usize {
+            return Err(format!("{what}: expected {threads} timings, got {out:?}"));
+        }
+        Ok(ns.iter().sum::<f64>() / ns.len() as f64)
+    }
+
+    /// (a) and (b).
+    fn hot_paths(&self) -> Result<(), String> {
+        let exe = self.compile_fixture("hotloop")?;
+        let rounds = if self.quick { 3 } else { 9 };
+        let pair_iters = if self.quick { 20_000 } else { 200_000 };
+        let query_iters = if self.quick { 50_000 } else { 1_000_000 };
+
+        // (a) one and two threads, all four variants interleaved within each round
+        let mut p1 = Vec::new();
+        let mut h1 = Vec::new();
+        let mut p2 = Vec::new();
+        let mut h2 = Vec::new();
+        for _ in 0..rounds {
+            p1.push(self.hotloop(&exe, "pair", pair_iters, 1, false)?);
+            h1.push(self.hotloop(&exe, "pair", pair_iters, 1, true)?);
+            p2.push(self.hotloop(&exe, "pair", pair_iters, 2, false)?);
+            h2.push(self.hotloop(&exe, "pair", pair_iters, 2, true)?);
+        }
+        let (mp1, mh1, mp2, mh2) = (
+            median(&mut p1),
+            median(&mut h1),
+            median(&mut p2),
+            median(&mut h2),
+        );
+        let added1 = mh1 - mp1;
+        let added2 = mh2 - mp2;
+        println!(
+            "(a) hipMalloc+hipFree, 1 thread : plain {mp1:9.1} ns  hooked {mh1:9.1} ns  \
+             added {added1:8.1} ns   target <= 60 ns             {}",
+            verdict(added1 <= 60.0)
+        );
+        println!(
+            "(a) hipMalloc+hipFree, 2 threads: plain {mp2:9.1} ns  hooked {mh2:9.1} ns  \
+             added {added2:8.1} ns   target <= 2 x {added1:.1} = {:.1} ns  {}",
+            2.0 * added1.max(0.0),
+            verdict(added2 <= 2.0 * added1.max(0.0) || added2 <= 0.0)
+        );
+
+        // (b)
+        for (mode, name) in [
+            ("props", "hipGetDevicePropertiesR0600"),
+            ("meminfo", "hipMemGetInfo"),
+        ] {
+            let mut p = Vec::new();
+            let mut h = Vec::new();
+            for _ in 0..rounds {
+                p.push(self.hotloop(&exe, mode, query_iters, 1, false)?);
+                h.push(self.hotloop(&exe, mode, query_iters, 1, true)?);
+            }
+            let (mp, mh) = (median(&mut p), median(&mut h));
+            let added = mh - mp;
+            println!(
+                "(b) {name:<28}: plain {mp:9.1} ns  hooked {mh:9.1} ns  added {added:8.1} ns   \
+                 target <= 30 ns             {}",
+                verdict(added <= 30.0)
+            );
+        }
+        Ok(())
+    }
+
+    /// (c) A generated library of 20,000 functions and a program calling each once, linked
+    /// lazily and with `-z now`; the wall time of whole runs, plain vs hooked.
+    fn startup(&self) -> Result<(), String> {
+        const FUNCTIONS: usize = 20_000;
+        let lib_c = self.work.join("bindmany_lib.c");
+        let main_c = self.work.join("bindmany_main.c");
+        let lib = self.work.join("libbindmany.so");
+        if !lib.is_file() {
+            let mut src = String::with_capacity(FUNCTIONS * 48);
+            for i in 0..FUNCTIONS {
+                src.push_str(&format!("int bindmany_{i}(int x) {{ return x + {i}; }}\n"));
+            }
+            std::fs::write(&lib_c, src).map_err(|e| format!("write {}: {e}", lib_c.display()))?;
+            let out = Command::new("cc")
+                .args(["-O0", "-shared", "-fPIC"])
+                .arg(&lib_c)
+                .arg("-o")
+                .arg(&lib)
+                .output()
+                .map_err(|e| format!("run cc: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "building libbindmany.so: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        let mut src = String::from("#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n");
+        for i in 0..FUNCTIONS {
+            src.push_str(&format!("int bindmany_{i}(int);\n"));
+        }
+        src.push_str(
+            "int main(void) {\n  int count = 0;\n  if (hipGetDeviceCount(&count) != hipSuccess) return 1;\n  \
+             void *p = 0;\n  if (hipMalloc(&p, 4096) != hipSuccess || hipFree(p) != hipSuccess) return 1;\n  \
+             long s = 0;\n",
+        );
+        for i in 0..FUNCTIONS {
+            src.push_str(&format!("  s += bindmany_{i}(1);\n"));
+        }
+        src.push_str("  printf(\"%ld\\n\", s);\n  return 0;\n}\n");
+        std::fs::write(&main_c, src).map_err(|e| format!("write {}: {e}", main_c.display()))?;
+        let lazy = self.work.join("bindmany_lazy");
+        let now = self.work.join("bindmany_now");
+        let rpath = format!("-Wl,-rpath,{}", self.work.display());
+        let link = format!("-L{}", self.work.display());
+        for (exe, extra) in [(&lazy, vec![]), (&now, vec!["-Wl,-z,now"])] {
+            let mut args = vec![link.as_str(), rpath.as_str(), "-lbindmany", "-O0"];
+            args.extend(extra);
+            self.cc(&[&main_c], exe, &args)?;
+        }
+        let runs = if self.quick { 5 } else { 41 };
+        for (exe, label) in [(&lazy, "lazy  "), (&now, "-z now")] {
+            let mut plain = Vec::new();
+            let mut hooked = Vec::new();
+            for _ in 0..runs {
+                for is_hooked in [false, true] {
+                    let mut cmd = self.command(exe, is_hooked, "startup");
+                    if label == "-z now" {
+                        cmd.env("LD_BIND_NOW", "1");
+                    }
+                    let t0 = Instant::now();
+                    self.run(&mut cmd, "bindmany")?;
+                    let ms = t0.elapsed().as_secs_f64() * 1e3;
+                    if is_hooked {
+                        hooked.push(ms);
+                    } else {
+                        plain.push(ms);
+                    }
+                }
+            }
+            let (mp, mh) = (median(&mut plain), median(&mut hooked));
+            let pct = (mh / mp - 1.0) * 100.0;
+            println!(
+                "(c) start-up, {FUNCTIONS} bindings {label}: plain {mp:7.2} ms  hooked {mh:7.2} ms  \
+                 {pct:+6.1}%   target <= +5%                {}",
+                verdict(pct <= 5.0)
+            );
+        }
+        Ok(())
+    }
+
+    /// (d) Resident memory of the tracker per live allocation, and of the library itself.
+    fn memory(&self) -> Result<(), String> {
+        let exe = self.compile_fixture("holdmany")?;
+        let n: u64 = if self.quick { 100_000 } else { 1_000_000 };
+        let read = |hooked: bool| -> Result<(i64, i64), String> {
+            let mut cmd = self.command(&exe, hooked, "memory");
+            cmd.arg(n.to_string());
+            let out = self.run(&mut cmd, "holdmany")?;
+            let field = |name: &str| -> Result<i64, String> {
+                out.lines()
+                    .find_map(|l| l.strip_prefix(name).map(|v| v.trim().parse::<i64>()))
+                    .ok_or(format!("holdmany printed no {name}: {out:?}"))?
+                    .map_err(|e| format!("holdmany {name}: {e}"))
+            };
+            Ok((field("rss_delta")?, field("hook_rss")?))
+        };
+        let mut per_alloc = Vec::new();
+        let mut hook_rss = 0;
+        for _ in 0..if self.quick { 1 } else { 2 } {
+            let (plain_delta, _) = read(false)?;
+            let (hooked_delta, rss) = read(true)?;
+            per_alloc.push((hooked_delta - plain_delta) as f64 / n as f64);
+            hook_rss = rss;
+        }
+        let per = median(&mut per_alloc);
+        println!(
+            "(d) tracker: {n} live allocations cost {per:.1} bytes each in resident memory (hooked - plain)   report"
+        );
+        println!(
+            "(d) libamvgpu.so resident after that run: {:.1} KiB                                  report",
+            hook_rss as f64 / 1024.0
+        );
+
+        Ok(())
+    }
+}

@@ -1,0 +1,582 @@
+//! Every allocation door is held to the limit, counted as the runtime charges it (padded pitch,
+//! array rows, mipmap levels, pages), on the device the memory lands on; every free door gives
+//! it back; runtime-internal calls are not counted twice; dlsym/hipGetProcAddress hand out
+//! wrapped functions.
+//!
+//! Expected charges come from `hip_sys::sim`, the simulator's documented sizing rules, which
+//! model what the real runtime takes. The simulator's own bookkeeping (`usage:D`) is the oracle.
+
+mod common;
+use common::*;
+use hip_sys::sim;
+
+const LIMIT: u64 = 8 * MIB;
+
+fn linear(n: u64) -> u64 {
+    sim::linear_bytes(n as usize).unwrap() as u64
+}
+fn pitched(w: u64, h: u64, d: u64) -> u64 {
+    sim::pitched_bytes(w as usize, h as usize, d as usize).unwrap() as u64
+}
+fn array(w: u64, h: u64, d: u64) -> u64 {
+    sim::array_bytes(4, w as usize, h as usize, d as usize).unwrap() as u64
+}
+fn mipmap(w: u64, h: u64, d: u64, levels: u32) -> u64 {
+    sim::mipmapped_bytes(4, w as usize, h as usize, d as usize, levels).unwrap() as u64
+}
+
+/// Allocates through `alloc` (into slot 0), checks the container is charged exactly `charged`
+/// and no more fits, frees through `free`, and checks everything came back.
+fn door_is_counted_and_released(name: &str, alloc: &str, free: &[&str], charged: u64) {
+    assert!(
+        charged > 0 && charged < LIMIT,
+        "test bug: {name} charge {charged}"
+    );
+    let sb = Sandbox::new(name, 1).limit("8m");
+    let one_page_too_many = format!("malloc:1:{}", LIMIT - charged + 4096);
+    let the_rest = format!("malloc:2:{}", LIMIT - charged);
+    let mut steps = vec![
+        alloc,
+        "meminfo",
+        &one_page_too_many,
+        &the_rest,
+        "usage:0",
+        "free:2",
+    ];
+    steps.extend_from_slice(free);
+    let after_free = steps.len();
+    steps.extend_from_slice(&["meminfo", "malloc:3:8m", "usage:0"]);
+    let r = sb.run(&steps);
+    r.expect_clean_exit();
+    r.expect_ok(0);
+    assert_eq!(
+        r.meminfo(1),
+        (LIMIT - charged, LIMIT),
+        "{name}: `{alloc}` must be charged {charged} bytes\n{r}"
+    );
+    r.expect_oom(2).expect_ok(3);
+    assert_eq!(
+        r.usage(4),
+        (LIMIT, LIMIT),
+        "{name}: the runtime holds exactly the limit\n{r}"
+    );
+    r.expect_ok(5);
+    for i in 0..free.len() {
+        r.expect_ok(6 + i);
+    }
+    assert_eq!(
+        r.meminfo(after_free),
+        (LIMIT, LIMIT),
+        "{name}: {free:?} must release\n{r}"
+    );
+    r.expect_ok(after_free + 1);
+    assert!(
+        r.usage(after_free + 2).1 <= LIMIT,
+        "{name}: runtime peak above the limit\n{r}"
+    );
+}
+
+/// An allocation through `alloc` that the runtime would charge more than the limit is refused
+/// with hipErrorOutOfMemory and nothing is allocated. `naive` is the unpadded size, below the
+/// limit: a hook that counts requested instead of charged bytes lets it through.
+fn door_refuses_over_limit(name: &str, alloc: &str, charged: u64, naive: u64) {
+    assert!(
+        charged > LIMIT && naive <= LIMIT,
+        "test bug: {name} {charged} {naive}"
+    );
+    let sb = Sandbox::new(name, 1).limit("8m");
+    let r = sb.run(&[alloc, "usage:0", "malloc:1:8m"]);
+    r.expect_clean_exit();
+    r.expect_oom(0);
+    assert_eq!(
+        r.usage(1),
+        (0, 0),
+        "{name}: a refused door must allocate nothing\n{r}"
+    );
+    r.expect_ok(2);
+}
+
+#[test]
+fn hip_malloc() {
+    door_is_counted_and_released("malloc", "malloc:0:6m", &["free:0"], 6 * MIB);
+}
+
+#[test]
+fn hip_malloc_rounds_like_the_runtime() {
+    // 256 one-byte allocations take 256 pages = 1 MiB; the 257th must be refused.
+    let sb = Sandbox::new("pages", 1).limit("1m");
+    let r = sb.run(&["loop:1000:1", "usage:0", "freeloop", "meminfo"]);
+    r.expect_clean_exit();
+    r.expect_oom(0);
+    assert_eq!(
+        r.val(0, 0),
+        MIB / linear(1),
+        "one-byte allocations that fit in 1 MiB\n{r}"
+    );
+    assert_eq!(r.usage(1), (MIB, MIB), "{r}");
+    r.expect_ok(2);
+    assert_eq!(r.meminfo(3), (MIB, MIB), "{r}");
+}
+
+#[test]
+fn hip_ext_malloc_with_flags() {
+    door_is_counted_and_released("extmalloc", "extmalloc:0:6m:0", &["free:0"], 6 * MIB);
+    door_refuses_over_limit("extmalloc_over", "extmalloc:0:9m:0", 9 * MIB, 9 * MIB - 1);
+}
+
+#[test]
+fn hip_malloc_managed() {
+    door_is_counted_and_released("managed", "managed:0:6m", &["free:0"], 6 * MIB);
+    door_refuses_over_limit("managed_over", "managed:0:9m", 9 * MIB, 9 * MIB - 1);
+}
+
+#[test]
+fn hip_malloc_pitch() {
+    // width 1000 pads to a 1024-byte pitch
+    door_is_counted_and_released(
+        "pitch",
+        "pitch:0:1000:4096",
+        &["free:0"],
+        pitched(1000, 4096, 1),
+    );
+    door_refuses_over_limit(
+        "pitch_over",
+        "pitch:0:1000:8193",
+        pitched(1000, 8193, 1),
+        1000 * 8193,
+    );
+}
+
+#[test]
+fn hip_malloc_pitch_reports_the_pitch_it_charges() {
+    let sb = Sandbox::new("pitchval", 1).limit("8m");
+    let r = sb.run(&["pitch:0:1000:10"]);
+    r.expect_ok(0);
+    assert_eq!(r.val(0, 0), sim::pitch_for(1000).unwrap() as u64, "{r}");
+}
+
+#[test]
+fn hip_mem_alloc_pitch() {
+    door_is_counted_and_released(
+        "mempitch",
+        "mempitch:0:1000:4096:4",
+        &["free:0"],
+        pitched(1000, 4096, 1),
+    );
+    door_refuses_over_limit(
+        "mempitch_over",
+        "mempitch:0:1000:8193:4",
+        pitched(1000, 8193, 1),
+        1000 * 8193,
+    );
+}
+
+#[test]
+fn hip_malloc_3d() {
+    door_is_counted_and_released(
+        "m3d",
+        "m3d:0:1000:64:64",
+        &["free:0"],
+        pitched(1000, 64, 64),
+    );
+    door_refuses_over_limit(
+        "m3d_over",
+        "m3d:0:1000:64:129",
+        pitched(1000, 64, 129),
+        1000 * 64 * 129,
+    );
+}
+
+#[test]
+fn hip_malloc_array() {
+    door_is_counted_and_released(
+        "array",
+        "array:0:1000:1024",
+        &["freearray:0"],
+        array(1000, 1024, 0),
+    );
+    door_refuses_over_limit(
+        "array_over",
+        "array:0:1000:2049",
+        array(1000, 2049, 0),
+        4000 * 2049,
+    );
+}
+
+#[test]
+fn hip_malloc_3d_array() {
+    door_is_counted_and_released(
+        "array3d",
+        "array3d:0:1000:32:32",
+        &["freearray:0"],
+        array(1000, 32, 32),
+    );
+    door_refuses_over_limit(
+        "array3d_over",
+        "array3d:0:1000:32:65",
+        array(1000, 32, 65),
+        4000 * 32 * 65,
+    );
+}
+
+#[test]
+fn hip_array_create() {
+    door_is_counted_and_released(
+        "arraycreate",
+        "arraycreate:0:1000:1024",
+        &["arraydestroy:0"],
+        array(1000, 1024, 0),
+    );
+    door_refuses_over_limit(
+        "arraycreate_over",
+        "arraycreate:0:1000:2049",
+        array(1000, 2049, 0),
+        4000 * 2049,
+    );
+}
+
+#[test]
+fn hip_array_3d_create() {
+    door_is_counted_and_released(
+        "array3dcreate",
+        "array3dcreate:0:1000:32:32",
+        &["arraydestroy:0"],
+        array(1000, 32, 32),
+    );
+    door_refuses_over_limit(
+        "array3dcreate_over",
+        "array3dcreate:0:1000:32:65",
+        array(1000, 32, 65),
+        4000 * 32 * 65,
+    );
+}
+
+#[test]
+fn array_frees_are_interchangeable() {
+    // hipFreeArray on a hipArrayCreate array and hipArrayDestroy on a hipMallocArray array.
+    door_is_counted_and_released(
+        "array_x1",
+        "arraycreate:0:1000:1024",
+        &["freearray:0"],
+        array(1000, 1024, 0),
+    );
+    door_is_counted_and_released(
+        "array_x2",
+        "array:0:1000:1024",
+        &["arraydestroy:0"],
+        array(1000, 1024, 0),
+    );
+}
+
+#[test]
+fn hip_malloc_mipmapped_array() {
+    door_is_counted_and_released(
+        "mipmap",
+        "mipmap:0:1024:1024:0:2",
+        &["freemipmap:0"],
+        mipmap(1024, 1024, 0, 2),
+    );
+    // Level 0 alone fits (4000 x 2048 < 8 MiB); level 1 takes it over.
+    door_refuses_over_limit(
+        "mipmap_over",
+        "mipmap:0:1000:2048:0:2",
+        mipmap(1000, 2048, 0, 2),
+        4000 * 2048,
+    );
+}
+
+#[test]
+fn hip_mipmapped_array_create() {
+    door_is_counted_and_released(
+        "mipmapcreate",
+        "mipmapcreate:0:1024:1024:0:2",
+        &["mipmapdestroy:0"],
+        mipmap(1024, 1024, 0, 2),
+    );
+    door_refuses_over_limit(
+        "mipmapcreate_over",
+        "mipmapcreate:0:1000:2048:0:2",
+        mipmap(1000, 2048, 0, 2),
+        4000 * 2048,
+    );
+}
+
+#[test]
+fn hip_malloc_async() {
+    // The free is stream-ordered and the pool may keep the memory: synchronise and trim the
+    // device's default pool before expecting everything back.
+    door_is_counted_and_released(
+        "async",
+        "async:0:6m",
+        &["freeasync:0", "sync", "defpool:9:0", "trim:9:0"],
+        6 * MIB,
+    );
+    door_refuses_over_limit("async_over", "async:0:9m", 9 * MIB, 9 * MIB - 1);
+}
+
+#[test]
+fn hip_malloc_from_pool_async() {
+    let sb = Sandbox::new("poolalloc", 1).limit("8m");
+    let r = sb.run(&[
+        "poolcreate:9:0",   // 0
+        "poolalloc:0:6m:9", // 1
+        "meminfo",          // 2
+        "poolalloc:1:3m:9", // 3
+        "malloc:2:3m",      // 4
+        "freeasync:0",      // 5
+        "sync",             // 6
+        "trim:9:0",         // 7
+        "meminfo",          // 8
+        "malloc:3:8m",      // 9
+        "usage:0",          // 10
+        "pooldestroy:9",    // 11
+    ]);
+    r.expect_clean_exit().expect_ok(0).expect_ok(1);
+    assert_eq!(r.meminfo(2), (2 * MIB, LIMIT), "{r}");
+    r.expect_oom(3)
+        .expect_oom(4)
+        .expect_ok(5)
+        .expect_ok(6)
+        .expect_ok(7);
+    assert_eq!(
+        r.meminfo(8),
+        (LIMIT, LIMIT),
+        "trimmed pool memory comes back\n{r}"
+    );
+    r.expect_ok(9);
+    assert!(r.usage(10).1 <= LIMIT, "{r}");
+}
+
+/// A pool created on device 1 charges device 1, whatever the calling thread's device is.
+#[test]
+fn hip_malloc_from_pool_async_charges_the_pools_device() {
+    let sb = Sandbox::new("pooldev", 2).limit("8m").device_limit(1, "4m");
+    let r = sb.run(&[
+        "poolcreate:9:1",   // 0 (current device stays 0)
+        "poolalloc:0:5m:9", // 1: over device 1's 4m, under device 0's 8m
+        "poolalloc:1:3m:9", // 2
+        "meminfo",          // 3: device 0 untouched
+        "dev:1",            // 4
+        "meminfo",          // 5: device 1 charged 3m
+        "usage:1",          // 6
+    ]);
+    r.expect_clean_exit()
+        .expect_ok(0)
+        .expect_oom(1)
+        .expect_ok(2);
+    assert_eq!(
+        r.meminfo(3),
+        (LIMIT, LIMIT),
+        "device 0 must not be charged\n{r}"
+    );
+    assert_eq!(r.meminfo(5), (MIB, 4 * MIB), "device 1 is charged\n{r}");
+    assert!(r.usage(6).1 <= 4 * MIB, "{r}");
+}
+
+#[test]
+fn hip_mem_create_is_counted_and_refused_over_the_limit() {
+    let sb = Sandbox::new("memcreate", 1).limit("8m");
+    let r = sb.run(&[
+        "memcreate:0:6m:0",
+        "meminfo",
+        "memcreate:1:4m:0",
+        "usage:0",
+        "release:0",
+        "meminfo",
+    ]);
+    r.expect_clean_exit().expect_ok(0);
+    assert_eq!(r.meminfo(1), (2 * MIB, LIMIT), "{r}");
+    r.expect_oom(2);
+    assert_eq!(
+        r.usage(3).0,
+        6 * MIB,
+        "the refused handle allocated nothing\n{r}"
+    );
+    r.expect_ok(4);
+    assert_eq!(
+        r.meminfo(5),
+        (LIMIT, LIMIT),
+        "an unmapped released handle gives its memory back\n{r}"
+    );
+}
+
+/// VMM: the memory of a handle stays in use while it is mapped, even after hipMemRelease; it
+/// comes back once it is both released and unmapped, in either order.
+#[test]
+fn hip_mem_create_memory_returns_only_when_released_and_unmapped() {
+    let sb = Sandbox::new("vmm", 1).limit("8m");
+    let r = sb.run(&[
+        "memcreate:0:6m:0", // 0
+        "reserve:1:6m",     // 1
+        "map:1:6m:0",       // 2
+        "release:0",        // 3: still mapped
+        "meminfo",          // 4
+        "malloc:2:4m",      // 5: must still be refused
+        "usage:0",          // 6
+        "unmap:1:6m",       // 7
+        "meminfo",          // 8
+        "malloc:3:8m",      // 9
+        "free:3",           // 10
+        // other order: unmap first, then release
+        "memcreate:4:6m:0", // 11
+        "map:1:6m:4",       // 12
+        "unmap:1:6m",       // 13
+        "meminfo",          // 14: unmapped but not released: still charged
+        "release:4",        // 15
+        "meminfo",          // 16
+        "addrfree:1:6m",    // 17
+        "usage:0",          // 18
+    ]);
+    r.expect_clean_exit();
+    for i in [0, 1, 2, 3] {
+        r.expect_ok(i);
+    }
+    assert_eq!(
+        r.meminfo(4),
+        (2 * MIB, LIMIT),
+        "released but mapped: still charged\n{r}"
+    );
+    r.expect_oom(5);
+    assert_eq!(r.usage(6).0, 6 * MIB, "{r}");
+    r.expect_ok(7);
+    assert_eq!(
+        r.meminfo(8),
+        (LIMIT, LIMIT),
+        "released and unmapped: returned\n{r}"
+    );
+    r.expect_ok(9)
+        .expect_ok(10)
+        .expect_ok(11)
+        .expect_ok(12)
+        .expect_ok(13);
+    assert_eq!(
+        r.meminfo(14),
+        (2 * MIB, LIMIT),
+        "unmapped but not released: still charged\n{r}"
+    );
+    r.expect_ok(15);
+    assert_eq!(r.meminfo(16), (LIMIT, LIMIT), "{r}");
+    r.expect_ok(17);
+    assert!(r.usage(18).1 <= LIMIT, "{r}");
+}
+
+#[test]
+fn hip_mem_create_charges_the_device_in_its_properties() {
+    let sb = Sandbox::new("memcreate_dev", 2)
+        .limit("8m")
+        .device_limit(1, "4m");
+    let r = sb.run(&[
+        "memcreate:0:6m:1",
+        "memcreate:1:4m:1",
+        "meminfo",
+        "dev:1",
+        "meminfo",
+    ]);
+    r.expect_clean_exit().expect_oom(0).expect_ok(1);
+    assert_eq!(r.meminfo(2), (LIMIT, LIMIT), "device 0 untouched\n{r}");
+    assert_eq!(r.meminfo(4), (0, 4 * MIB), "device 1 charged\n{r}");
+}
+
+#[test]
+fn hip_malloc_charges_the_current_device() {
+    let sb = Sandbox::new("curdev", 2).limit("8m");
+    let r = sb.run(&[
+        "dev:1",
+        "malloc:0:6m",
+        "meminfo",
+        "dev:0",
+        "meminfo",
+        "malloc:1:8m",
+    ]);
+    r.expect_clean_exit().expect_ok(1);
+    assert_eq!(r.meminfo(2), (2 * MIB, LIMIT), "{r}");
+    assert_eq!(r.meminfo(4), (LIMIT, LIMIT), "{r}");
+    r.expect_ok(5);
+}
+
+/// hipMallocManaged and hipMallocPitch call hipMalloc inside the simulated runtime: the
+/// container must be charged once, so an allocation of exactly the limit still fits.
+#[test]
+fn runtime_internal_calls_are_not_counted_twice() {
+    let sb = Sandbox::new("internal", 1).limit("8m");
+    let r = sb.run(&[
+        "managed:0:8m",
+        "meminfo",
+        "free:0",
+        "pitch:1:1024:8192",
+        "meminfo",
+        "free:1",
+        "meminfo",
+        "usage:0",
+    ]);
+    r.expect_clean_exit().expect_ok(0);
+    assert_eq!(r.meminfo(1), (0, LIMIT), "{r}");
+    r.expect_ok(2).expect_ok(3);
+    assert_eq!(r.meminfo(4), (0, LIMIT), "{r}");
+    r.expect_ok(5);
+    assert_eq!(r.meminfo(6), (LIMIT, LIMIT), "{r}");
+    assert_eq!(r.usage(7), (0, LIMIT), "{r}");
+}
+
+#[test]
+fn hip_device_reset_releases_the_devices_memory() {
+    let sb = Sandbox::new("reset", 2).limit("8m");
+    let r = sb.run(&[
+        "malloc:0:2m",      // 0
+        "array:1:1000:256", // 1
+        "memcreate:2:2m:0", // 2
+        "dev:1",            // 3
+        "malloc:3:4m",      // 4: device 1, must survive device 0's reset
+        "dev:0",            // 5
+        "reset",            // 6
+        "meminfo",          // 7
+        "malloc:4:8m",      // 8
+        "dev:1",            // 9
+        "meminfo",          // 10
+        "usage:0",          // 11
+    ]);
+    r.expect_clean_exit();
+    for i in [0, 1, 2, 3, 4, 5, 6] {
+        r.expect_ok(i);
+    }
+    assert_eq!(
+        r.meminfo(7),
+        (LIMIT, LIMIT),
+        "hipDeviceReset released device 0\n{r}"
+    );
+    r.expect_ok(8);
+    assert_eq!(
+        r.meminfo(10),
+        (4 * MIB, LIMIT),
+        "device 1 keeps its allocation\n{r}"
+    );
+    assert!(r.usage(11).1 <= LIMIT, "{r}");
+}
+
+#[test]
+fn dlsym_hands_out_a_wrapped_hip_malloc() {
+    let sb = Sandbox::new("dlsym", 1).limit("8m");
+    let r = sb.run(&["dlsym:0:6m", "dlsym:1:4m", "meminfo", "usage:0"]);
+    r.expect_clean_exit().expect_ok(0).expect_oom(1);
+    assert_eq!(r.meminfo(2), (2 * MIB, LIMIT), "{r}");
+    assert_eq!(r.usage(3).1, 6 * MIB, "{r}");
+}
+
+#[test]
+fn hip_get_proc_address_hands_out_a_wrapped_hip_malloc() {
+    let sb = Sandbox::new("procaddr", 1).limit("8m");
+    let r = sb.run(&["procaddr:0:6m", "procaddr:1:4m", "meminfo", "usage:0"]);
+    r.expect_clean_exit().expect_ok(0).expect_oom(1);
+    assert_eq!(r.meminfo(2), (2 * MIB, LIMIT), "{r}");
+    assert_eq!(r.usage(3).1, 6 * MIB, "{r}");
+}
+
+/// `-z now` and LD_BIND_NOW=1: glibc 2.35+ still calls la_symbind for every binding.
+#[test]
+fn bind_now_programs_are_wrapped() {
+    let sb = Sandbox::new("bindnow", 1).limit("8m").binding(Binding::Now);
+    let r = sb.run(&["malloc:0:6m", "malloc:1:4m", "meminfo", "usage:0"]);
+    r.expect_clean_exit().expect_ok(0).expect_oom(1);
+    assert_eq!(r.meminfo(2), (2 * MIB, LIMIT), "{r}");
+    assert_eq!(r.usage(3).1, 6 * MIB, "{r}");
+}
