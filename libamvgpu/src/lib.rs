@@ -1,1 +1,14 @@
-//! Placeholder: filled by its issue. Nothing here yet.
+//! libamvgpu: a glibc LD_AUDIT module enforcing per-container HIP device-memory limits.
+// Scaffold commit: accounting lands next; until then some helpers are unused.
+#![allow(dead_code)]
+
+mod audit;
+pub mod config;
+mod elf;
+#[cfg(not(test))]
+mod glibc_compat;
+mod hooks;
+mod log;
+mod snapshot;
+mod state;
+mod symbols;

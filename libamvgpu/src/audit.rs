@@ -1,0 +1,198 @@
+//! The rtld-audit entry points: the only symbols `libamvgpu.so` exports.
+//!
+//! These run inside the dynamic loader, often while it holds its own lock. They therefore only
+//! read their arguments and store into atomics: no allocation, no lock, no stdio, no panic
+//! (every index is checked, every pointer tested), and no initialisation of the hook itself,
+//! which happens lazily on the first wrapped call.
+
+use crate::elf::Elf64Sym;
+use crate::symbols;
+use core::ffi::{c_char, c_uint};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// The newest audit interface this module implements (glibc 2.35+ `LAV_CURRENT`). Version 1
+/// (glibc 2.17 ..= 2.34) has the same entry points with the same meaning for what we use.
+const LAV_SUPPORTED: c_uint = 2;
+
+const LA_FLG_BINDTO: c_uint = 0x01;
+const LA_FLG_BINDFROM: c_uint = 0x02;
+const LA_SYMB_NOPLTENTER: c_uint = 0x01;
+const LA_SYMB_NOPLTEXIT: c_uint = 0x02;
+const LA_SYMB_DLSYM: c_uint = 0x08;
+
+/// The head of glibc's `struct link_map` (the public part, stable since the beginning).
+#[repr(C)]
+pub struct LinkMap {
+    pub l_addr: usize,
+    pub l_name: *const c_char,
+    pub l_ld: *mut crate::elf::Elf64Dyn,
+    pub l_next: *mut LinkMap,
+    pub l_prev: *mut LinkMap,
+}
+const _: () = assert!(core::mem::offset_of!(LinkMap, l_ld) == 16);
+
+extern "C" {
+    /// This module's own dynamic section; the linker defines it for every shared object.
+    static _DYNAMIC: [crate::elf::Elf64Dyn; 0];
+    /// The audit namespace's libc `environ`; see [`initial_environ`].
+    static environ: *const *const c_char;
+}
+
+/// The cookie the loader gave `libamdhip64` (the address of its cookie slot), 0 until seen.
+static RUNTIME_COOKIE: AtomicUsize = AtomicUsize::new(0);
+
+/// `environ` as it was when the main program was opened, before any of its code ran.
+static INITIAL_ENVIRON: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The environment array the process started with (fallback source when `/proc` is absent),
+/// or null if `la_objopen` never saw the main program.
+pub fn initial_environ() -> *const *const c_char {
+    INITIAL_ENVIRON.load(Ordering::Acquire)
+}
+
+/// What an object is, judged by its path.
+#[derive(Debug, PartialEq, Eq)]
+enum ObjectKind {
+    /// `libamdhip64.so*`: the runtime whose exports we wrap.
+    Runtime,
+    /// The dynamic loader: it never calls HIP.
+    Loader,
+    /// Anything else: the program and its libraries, whose HIP calls we want to see.
+    Caller,
+}
+
+fn classify(path: &[u8]) -> ObjectKind {
+    let base = match path.iter().rposition(|&b| b == b'/') {
+        Some(slash) => &path[slash + 1..],
+        None => path,
+    };
+    if base.starts_with(b"libamdhip64.so") {
+        ObjectKind::Runtime
+    } else if base.starts_with(b"ld-linux") || base.starts_with(b"ld64.so") {
+        ObjectKind::Loader
+    } else {
+        ObjectKind::Caller
+    }
+}
+
+/// Handshake: accept every loader from glibc 2.17 on, never claiming more than it offers.
+#[no_mangle]
+pub extern "C" fn la_version(version: c_uint) -> c_uint {
+    version.min(LAV_SUPPORTED)
+}
+
+/// Chooses which bindings are audited: bindings *to* `libamdhip64` *from* everything else.
+///
+/// # Safety
+/// Called by the loader with a valid link map and cookie slot.
+#[no_mangle]
+pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, _lmid: i64, cookie: *mut usize) -> c_uint {
+    if map.is_null() {
+        return 0;
+    }
+    // SAFETY: the loader passes a live link map for the object being opened.
+    let map_ref = unsafe { &*map };
+    // SAFETY: `_DYNAMIC` is defined by the linker for this object; only its address is taken.
+    let own_dynamic = unsafe { _DYNAMIC.as_ptr() };
+    if core::ptr::eq(map_ref.l_ld, own_dynamic) {
+        return 0;
+    }
+    let path: &[u8] = if map_ref.l_name.is_null() {
+        b""
+    } else {
+        // SAFETY: l_name is a NUL-terminated string owned by the loader for the map's lifetime.
+        unsafe { core::ffi::CStr::from_ptr(map_ref.l_name) }.to_bytes()
+    };
+    if path.is_empty() && INITIAL_ENVIRON.load(Ordering::Relaxed).is_null() {
+        // The main program (empty name) is opened first, before any program code has run, so
+        // the array is still the one the kernel laid out.
+        // SAFETY: reading a pointer-sized libc global; the audit libc initialised it before
+        // loading this module.
+        let env = unsafe { environ };
+        INITIAL_ENVIRON.store(env.cast_mut(), Ordering::Release);
+    }
+    match classify(path) {
+        ObjectKind::Runtime => {
+            if RUNTIME_COOKIE
+                .compare_exchange(0, cookie as usize, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                symbols::set_runtime(map_ref.l_addr, map_ref.l_ld);
+            }
+            // Not BINDFROM: the runtime's calls to its own exports stay unaudited and fast.
+            LA_FLG_BINDTO
+        }
+        ObjectKind::Loader => 0,
+        ObjectKind::Caller => LA_FLG_BINDFROM,
+    }
+}
+
+/// Returns the wrapper for a wrapped HIP function, the real address for anything else.
+///
+/// # Safety
+/// Called by the loader with a valid symbol, cookies, flags slot and NUL-terminated name.
+#[no_mangle]
+pub unsafe extern "C" fn la_symbind64(
+    sym: *mut Elf64Sym,
+    _ndx: c_uint,
+    refcook: *mut usize,
+    defcook: *mut usize,
+    flags: *mut c_uint,
+    symname: *const c_char,
+) -> usize {
+    if sym.is_null() {
+        return 0;
+    }
+    // SAFETY: the loader passes the resolved symbol, valid for this call; st_value is already
+    // the absolute address of the definition.
+    let real = unsafe { (*sym).st_value } as usize;
+    if !flags.is_null() {
+        // We define no la_pltenter/la_pltexit: let the loader patch the GOT directly so the
+        // wrapper is called without a trampoline. LA_SYMB_DLSYM needs no special case: a dlsym
+        // lookup gets the wrapper exactly like a PLT binding.
+        // SAFETY: `flags` points to the loader's flags word for this binding.
+        unsafe { *flags |= LA_SYMB_NOPLTENTER | LA_SYMB_NOPLTEXIT };
+        let _ = LA_SYMB_DLSYM;
+    }
+    let runtime = RUNTIME_COOKIE.load(Ordering::Acquire);
+    if runtime == 0 || defcook as usize != runtime || refcook as usize == runtime {
+        return real;
+    }
+    // SAFETY: the loader passes the symbol's NUL-terminated name.
+    match unsafe { symbols::find_c(symname) } {
+        Some(wrapped) => {
+            symbols::note_real(wrapped, real);
+            symbols::wrapper(wrapped).unwrap_or(real)
+        }
+        None => real,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_is_never_more_than_offered() {
+        assert_eq!(la_version(0), 0);
+        assert_eq!(la_version(1), 1);
+        assert_eq!(la_version(2), 2);
+        assert_eq!(la_version(3), 2);
+    }
+
+    #[test]
+    fn objects_are_classified_by_basename() {
+        assert_eq!(
+            classify(b"/opt/rocm/lib/libamdhip64.so.6"),
+            ObjectKind::Runtime
+        );
+        assert_eq!(classify(b"libamdhip64.so"), ObjectKind::Runtime);
+        assert_eq!(classify(b"/lib64/ld-linux-x86-64.so.2"), ObjectKind::Loader);
+        assert_eq!(classify(b""), ObjectKind::Caller);
+        assert_eq!(
+            classify(b"/usr/lib/libamdhip64x/libtorch.so"),
+            ObjectKind::Caller
+        );
+        assert_eq!(classify(b"/x/notlibamdhip64.so"), ObjectKind::Caller);
+    }
+}

@@ -1,0 +1,229 @@
+//! Symbol lookup in a loaded object's dynamic symbol table, without `dlsym`.
+//!
+//! Why not `dlsym`: built on glibc >= 2.34 it binds to `dlsym@GLIBC_2.34`, which older loaders
+//! lack (the floor is 2.17), and calling into the loader from a wrapper is slower than reading
+//! the hash table ourselves. The lookup reads the object's `DT_GNU_HASH` table (or scans the
+//! `DT_HASH`-sized symbol table when there is none) and skips hidden (non-default) versions, so
+//! it finds what a link against the library would find.
+
+use core::ffi::c_char;
+
+/// `Elf64_Dyn`.
+#[repr(C)]
+pub struct Elf64Dyn {
+    pub d_tag: i64,
+    pub d_val: u64,
+}
+const _: () = assert!(core::mem::size_of::<Elf64Dyn>() == 16);
+
+/// `Elf64_Sym`.
+#[repr(C)]
+pub struct Elf64Sym {
+    pub st_name: u32,
+    pub st_info: u8,
+    pub st_other: u8,
+    pub st_shndx: u16,
+    pub st_value: u64,
+    pub st_size: u64,
+}
+const _: () = assert!(core::mem::size_of::<Elf64Sym>() == 24);
+const _: () = assert!(core::mem::offset_of!(Elf64Sym, st_value) == 8);
+
+const DT_NULL: i64 = 0;
+const DT_HASH: i64 = 4;
+const DT_STRTAB: i64 = 5;
+const DT_SYMTAB: i64 = 6;
+const DT_GNU_HASH: i64 = 0x6fff_fef5;
+const DT_VERSYM: i64 = 0x6fff_fff0;
+const SHN_UNDEF: u16 = 0;
+const VERSYM_HIDDEN: u16 = 0x8000;
+const STT_GNU_IFUNC: u8 = 10;
+
+/// The tables of one loaded object.
+#[derive(Clone, Copy, Debug)]
+pub struct DynamicTables {
+    base: usize,
+    strtab: *const u8,
+    symtab: *const Elf64Sym,
+    gnu_hash: *const u32,
+    sysv_hash: *const u32,
+    versym: *const u16,
+}
+
+/// The loader relocates `d_ptr` entries in place on x86-64 but not on every architecture;
+/// an address below the load base is still an offset.
+fn absolute(base: usize, ptr: u64) -> usize {
+    let ptr = ptr as usize;
+    if ptr < base {
+        base.wrapping_add(ptr)
+    } else {
+        ptr
+    }
+}
+
+impl DynamicTables {
+    /// Reads the dynamic section of a loaded object.
+    ///
+    /// # Safety
+    /// `dynamic` must be the `l_ld` of an object the loader has mapped (and keeps mapped while
+    /// the result is used), and `base` its `l_addr`.
+    pub unsafe fn read(base: usize, dynamic: *const Elf64Dyn) -> Option<DynamicTables> {
+        let mut tables = DynamicTables {
+            base,
+            strtab: core::ptr::null(),
+            symtab: core::ptr::null(),
+            gnu_hash: core::ptr::null(),
+            sysv_hash: core::ptr::null(),
+            versym: core::ptr::null(),
+        };
+        let mut entry = dynamic;
+        loop {
+            // SAFETY: the dynamic section is an array terminated by DT_NULL (ELF spec), mapped
+            // for the object's lifetime per the caller's guarantee.
+            let (tag, val) = unsafe { ((*entry).d_tag, (*entry).d_val) };
+            match tag {
+                DT_NULL => break,
+                DT_STRTAB => tables.strtab = absolute(base, val) as *const u8,
+                DT_SYMTAB => tables.symtab = absolute(base, val) as *const Elf64Sym,
+                DT_GNU_HASH => tables.gnu_hash = absolute(base, val) as *const u32,
+                DT_HASH => tables.sysv_hash = absolute(base, val) as *const u32,
+                DT_VERSYM => tables.versym = absolute(base, val) as *const u16,
+                _ => {}
+            }
+            // SAFETY: not past DT_NULL yet, so the next entry is inside the array.
+            entry = unsafe { entry.add(1) };
+        }
+        let usable = !tables.strtab.is_null()
+            && !tables.symtab.is_null()
+            && (!tables.gnu_hash.is_null() || !tables.sysv_hash.is_null());
+        usable.then_some(tables)
+    }
+
+    /// The address of the default version of the defined function or object `name`.
+    ///
+    /// # Safety
+    /// The tables must come from [`DynamicTables::read`] on an object that is still mapped.
+    pub unsafe fn lookup(&self, name: &[u8]) -> Option<usize> {
+        if !self.gnu_hash.is_null() {
+            // SAFETY: forwarded caller guarantee.
+            unsafe { self.lookup_gnu(name) }
+        } else {
+            // SAFETY: forwarded caller guarantee.
+            unsafe { self.lookup_linear(name) }
+        }
+    }
+
+    /// Checks symbol `index` against `name`; returns its address if it is a defined,
+    /// default-version match.
+    ///
+    /// # Safety
+    /// `index` must be a valid index into the symbol table.
+    unsafe fn matches(&self, index: usize, name: &[u8]) -> Option<usize> {
+        // SAFETY: the caller guarantees `index` is inside the symbol table.
+        let sym = unsafe { &*self.symtab.add(index) };
+        if sym.st_shndx == SHN_UNDEF || sym.st_info & 0xf == STT_GNU_IFUNC {
+            return None;
+        }
+        if !self.versym.is_null() {
+            // SAFETY: DT_VERSYM has one entry per symbol-table entry (ELF gABI, GNU extension).
+            let version = unsafe { *self.versym.add(index) };
+            if version & VERSYM_HIDDEN != 0 {
+                return None;
+            }
+        }
+        // SAFETY: st_name is an offset of a NUL-terminated string in the string table.
+        let mut p = unsafe { self.strtab.add(sym.st_name as usize) };
+        for &want in name {
+            // SAFETY: we stop at the first mismatch, and the string is NUL-terminated, so we
+            // never read past its end.
+            if unsafe { *p } != want {
+                return None;
+            }
+            // SAFETY: as above, the current byte was not NUL, so the next one is in bounds.
+            p = unsafe { p.add(1) };
+        }
+        // SAFETY: `p` points at most at the string's terminating NUL.
+        if unsafe { *p } != 0 {
+            return None;
+        }
+        Some(self.base.wrapping_add(sym.st_value as usize))
+    }
+
+    /// # Safety
+    /// See [`DynamicTables::lookup`].
+    unsafe fn lookup_gnu(&self, name: &[u8]) -> Option<usize> {
+        let hash = gnu_hash(name);
+        let table = self.gnu_hash;
+        // SAFETY: the GNU hash header is four words (nbuckets, symoffset, bloom_size,
+        // bloom_shift), followed by bloom_size u64 words, nbuckets buckets, then the chains.
+        unsafe {
+            let nbuckets = *table as usize;
+            let symoffset = *table.add(1) as usize;
+            let bloom_size = *table.add(2) as usize;
+            if nbuckets == 0 {
+                return None;
+            }
+            let buckets = table.add(4 + bloom_size * 2);
+            let chains = buckets.add(nbuckets);
+            let mut index = *buckets.add(hash as usize % nbuckets) as usize;
+            if index < symoffset {
+                return None;
+            }
+            loop {
+                let chain = *chains.add(index - symoffset);
+                if (chain | 1) == (hash | 1) {
+                    if let Some(addr) = self.matches(index, name) {
+                        return Some(addr);
+                    }
+                }
+                if chain & 1 != 0 {
+                    return None;
+                }
+                index += 1;
+            }
+        }
+    }
+
+    /// # Safety
+    /// See [`DynamicTables::lookup`].
+    unsafe fn lookup_linear(&self, name: &[u8]) -> Option<usize> {
+        // SAFETY: DT_HASH starts with nbucket, nchain; nchain is the symbol count.
+        let count = unsafe { *self.sysv_hash.add(1) } as usize;
+        // SAFETY: every index below nchain is a valid symbol index.
+        (1..count).find_map(|i| unsafe { self.matches(i, name) })
+    }
+}
+
+/// The GNU hash function (`dl_new_hash`).
+pub const fn gnu_hash(name: &[u8]) -> u32 {
+    let mut h: u32 = 5381;
+    let mut i = 0;
+    while i < name.len() {
+        h = h.wrapping_mul(33).wrapping_add(name[i] as u32);
+        i += 1;
+    }
+    h
+}
+
+/// Length of a NUL-terminated string, bounded by `max` (returns `None` if longer).
+///
+/// # Safety
+/// `s` must point to a NUL-terminated string or to at least `max + 1` readable bytes.
+pub unsafe fn bounded_strlen(s: *const c_char, max: usize) -> Option<usize> {
+    // SAFETY: we read at most up to the NUL or `max`, within the caller's guarantee.
+    (0..=max).find(|&i| unsafe { *s.add(i) } == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gnu_hash_matches_the_reference_values() {
+        // Values from the GNU hash specification's examples.
+        assert_eq!(gnu_hash(b""), 0x0000_1505);
+        assert_eq!(gnu_hash(b"printf"), 0x156b_2bb8);
+        assert_eq!(gnu_hash(b"exit"), 0x7c96_7e3f);
+        assert_eq!(gnu_hash(b"syscall"), 0xbac2_12a0);
+    }
+}

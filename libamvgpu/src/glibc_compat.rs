@@ -1,0 +1,167 @@
+//! Keeps the module loadable on glibc 2.17: no import may need a symbol version newer than that.
+//!
+//! The library is built on a newer glibc (2.36 here), so every libc function the link pulls in
+//! binds to its *current* default version. Our own code only calls old functions, but Rust's
+//! `std` (panic reporting, thread handles, file metadata) references a few that gained a new
+//! version node later: `pthread_key_create`/`pthread_key_delete`/`pthread_setspecific` (moved
+//! into libc proper in 2.34), `stat64`/`fstat64` (real exports since 2.33), and the weak
+//! `statx` (2.28), `gettid` (2.30) and `__cxa_thread_atexit_impl` (2.18).
+//!
+//! A definition in an object file beats a shared library's, so this module defines those names
+//! itself (hidden, never exported: the version script keeps only `la_*`), and `std`'s references
+//! bind here:
+//! - the pthread key functions jump to the *old* versioned libc symbols, selected with the
+//!   assembler's `.symver` (x86-64: `GLIBC_2.2.5`; aarch64: `GLIBC_2.17`, its base version);
+//! - `stat64`, `fstat64`, `statx` and `gettid` make the system call directly (on both
+//!   architectures the kernel's `struct stat` is glibc's `struct stat64`);
+//! - `__cxa_thread_atexit_impl` registers nothing and reports success. It exists only for
+//!   thread-local values with destructors; this crate has none (its one thread-local is a
+//!   destructor-less `Cell<bool>`), and `std` only creates one on the panic path, which aborts
+//!   the process immediately after (`panic = "abort"`), so no destructor is ever lost.
+//!
+//! `objdump -T libamvgpu.so | grep GLIBC_` shows the result; the integration suite checks it.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! old_libc_version {
+    () => {
+        "GLIBC_2.2.5"
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! old_libc_version {
+    () => {
+        "GLIBC_2.17"
+    };
+}
+
+/// Defines `$name` as a hidden function that tail-jumps to `$name@<old version>` in libc.
+macro_rules! old_version_trampoline {
+    ($name:literal, $jump:literal) => {
+        core::arch::global_asm!(
+            concat!(
+                ".symver amvgpu_old_",
+                $name,
+                ", ",
+                $name,
+                "@",
+                old_libc_version!()
+            ),
+            concat!(".globl ", $name),
+            concat!(".hidden ", $name),
+            concat!(".type ", $name, ", %function"),
+            ".p2align 4",
+            concat!($name, ":"),
+            concat!($jump, " amvgpu_old_", $name, "@PLT"),
+            concat!(".size ", $name, ", . - ", $name),
+        );
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! trampoline {
+    ($name:literal) => {
+        old_version_trampoline!($name, "jmp");
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! trampoline {
+    ($name:literal) => {
+        old_version_trampoline!($name, "b");
+    };
+}
+
+trampoline!("pthread_key_create");
+trampoline!("pthread_key_delete");
+trampoline!("pthread_setspecific");
+trampoline!("pthread_getspecific");
+
+/// Defines `$name` as a hidden symbol that tail-jumps to the Rust function `$target` (whose
+/// own name is mangled and unexported).
+macro_rules! hidden_alias {
+    ($name:literal, $target:path) => {
+        core::arch::global_asm!(
+            concat!(".globl ", $name),
+            concat!(".hidden ", $name),
+            concat!(".type ", $name, ", %function"),
+            ".p2align 4",
+            concat!($name, ":"),
+            concat!(jump!(), " {target}"),
+            concat!(".size ", $name, ", . - ", $name),
+            target = sym $target,
+        );
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! jump {
+    () => {
+        "jmp"
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! jump {
+    () => {
+        "b"
+    };
+}
+
+hidden_alias!("stat64", stat64);
+hidden_alias!("fstat64", fstat64);
+hidden_alias!("statx", statx);
+hidden_alias!("gettid", gettid);
+hidden_alias!("__cxa_thread_atexit_impl", cxa_thread_atexit_impl);
+
+/// `stat64(2)` without the 2.33 export.
+///
+/// # Safety
+/// As `stat64`: `path` NUL-terminated, `buf` valid for a `struct stat`.
+unsafe extern "C" fn stat64(path: *const c_char, buf: *mut c_void) -> c_int {
+    // SAFETY: arguments forwarded under the caller's guarantee; newfstatat with AT_FDCWD and
+    // flags 0 is stat(2).
+    unsafe { libc::syscall(libc::SYS_newfstatat, libc::AT_FDCWD, path, buf, 0) as c_int }
+}
+
+/// `fstat64(2)` without the 2.33 export.
+///
+/// # Safety
+/// As `fstat64`: `buf` valid for a `struct stat`.
+unsafe extern "C" fn fstat64(fd: c_int, buf: *mut c_void) -> c_int {
+    // SAFETY: arguments forwarded under the caller's guarantee.
+    unsafe { libc::syscall(libc::SYS_fstat, fd, buf) as c_int }
+}
+
+/// `statx(2)` without the 2.28 export.
+///
+/// # Safety
+/// As `statx`: `path` NUL-terminated, `buf` valid for a `struct statx`.
+unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: c_uint,
+    buf: *mut c_void,
+) -> c_int {
+    // SAFETY: arguments forwarded under the caller's guarantee; old kernels answer ENOSYS,
+    // which std handles by falling back to stat64.
+    unsafe { libc::syscall(libc::SYS_statx, dirfd, path, flags, mask, buf) as c_int }
+}
+
+/// `gettid(2)` without the 2.30 export.
+extern "C" fn gettid() -> c_int {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as c_int }
+}
+
+/// See the module docs: registers nothing (no thread-local with a destructor outlives a panic).
+///
+/// # Safety
+/// Never dereferences its arguments.
+unsafe extern "C" fn cxa_thread_atexit_impl(
+    _dtor: *mut c_void,
+    _obj: *mut c_void,
+    _dso: *mut c_void,
+) -> c_int {
+    0
+}

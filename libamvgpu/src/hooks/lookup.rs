@@ -1,0 +1,1 @@
+//! Doors that hand out function pointers.
