@@ -1,0 +1,386 @@
+//! The accounting algorithm, written once against `&Header`, `&[Slot]` and the
+//! `sync` facade so that the production build (slots in a shared mapping) and
+//! the loom model (slots in boxes) run the same code. See the crate docs for
+//! the argument; comments here name the ordering each access relies on.
+
+use crate::layout::{state, Header, Slot, MAX_DEVICES};
+use crate::sync::{spin_hint, AtomicU64, Ordering::*};
+
+/// Reservation attempts before a contended request is refused. Each retry
+/// happens only when the request fitted in the usage observed without it, so
+/// the bound only matters while other reservers keep racing at the limit.
+pub(crate) const RESERVE_ATTEMPTS: usize = 16;
+
+/// Why a reservation was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub device: u32,
+    pub requested: u64,
+    /// Container usage on `device` observed without this request
+    /// (`u64::MAX` if the sum itself overflowed).
+    pub usage: u64,
+    pub limit: u64,
+}
+
+impl core::fmt::Display for Refused {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.device as usize >= MAX_DEVICES {
+            write!(
+                f,
+                "device {} is outside the accounted range 0..{MAX_DEVICES}; {} bytes refused",
+                self.device, self.requested
+            )
+        } else {
+            write!(
+                f,
+                "device {}: {} bytes refused, container uses {} of its {}-byte limit",
+                self.device, self.requested, self.usage, self.limit
+            )
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// What the algorithm needs from the operating system; faked in loom tests.
+pub(crate) trait Env {
+    fn current_pid(&self) -> u32;
+    /// This process's start time (0 if unknown).
+    fn self_start_time(&self) -> u64;
+    /// True only if `pid` certainly no longer names the process that started
+    /// at `start_time` (0: start time unknown, judge by the pid alone).
+    fn is_dead(&self, pid: u32, start_time: u64) -> bool;
+    fn now_unix_secs(&self) -> u64;
+}
+
+/// Per-process (per `Ledger`) private state. Lives in a page that the kernel
+/// zeroes in a fork child (`MADV_WIPEONFORK`), which is how the child notices
+/// it is not the slot's owner without a `getpid` per call.
+pub(crate) struct ProcState {
+    /// `pid << 32 | (slot index + 1)`; 0 = no slot yet.
+    pub mine: AtomicU64,
+}
+
+/// A borrowed view of one ledger region plus this process's state.
+pub(crate) struct Core<'a, E: Env> {
+    pub header: &'a Header,
+    pub slots: &'a [Slot],
+    pub me: &'a ProcState,
+    pub env: E,
+    /// The wipe-on-fork page is unavailable: compare the pid on each call.
+    pub pid_check: bool,
+    /// Process-local region: any slot owned by another pid is a fork parent's
+    /// copy and therefore dead here.
+    pub local_only: bool,
+}
+
+impl<E: Env> Core<'_, E> {
+    /// This process's slot, if it has claimed one (never claims).
+    #[inline]
+    pub fn current_slot(&self) -> Option<usize> {
+        // Acquire pairs with the Release publication in `claim`, so the slot's
+        // initialisation by a sibling thread is visible before we use it.
+        let word = self.me.mine.load(Acquire);
+        if word == 0 {
+            return None;
+        }
+        if self.pid_check && (word >> 32) as u32 != self.env.current_pid() {
+            // A fork child holding its parent's slot index: forget it. A lost
+            // race means a sibling already replaced it; either way re-read.
+            let _ = self.me.mine.compare_exchange(word, 0, AcqRel, Relaxed);
+            return None;
+        }
+        let index = (word & 0xffff_ffff) as usize - 1;
+        (index < self.slots.len()).then_some(index)
+    }
+
+    #[inline]
+    pub fn check_fork(&self) {
+        let _ = self.current_slot();
+    }
+
+    #[inline]
+    fn slot_or_claim(&self) -> Option<usize> {
+        match self.current_slot() {
+            Some(index) => Some(index),
+            None => self.claim(),
+        }
+    }
+
+    /// Sum of `used[device]` over every slot below the high-water mark.
+    /// `None` if the sum overflows u64 (treated as over any limit).
+    #[inline]
+    pub fn sum(&self, device: usize) -> Option<u64> {
+        // SeqCst (with the SeqCst add in `reserve`): of two reservers, the one
+        // whose add comes later in the single total order sees the other's add.
+        let high = (self.header.slot_high_water.load(SeqCst) as usize).min(self.slots.len());
+        let mut total: u64 = 0;
+        for slot in &self.slots[..high] {
+            total = total.checked_add(slot.used[device].load(SeqCst))?;
+        }
+        Some(total)
+    }
+
+    pub fn container_usage(&self, device: u32) -> u64 {
+        let device = device as usize;
+        if device >= MAX_DEVICES {
+            return 0;
+        }
+        self.sum(device).unwrap_or(u64::MAX)
+    }
+
+    pub fn process_usage(&self, device: u32) -> u64 {
+        let device = device as usize;
+        match self.current_slot() {
+            Some(index) if device < MAX_DEVICES => self.slots[index].used[device].load(SeqCst),
+            _ => 0,
+        }
+    }
+
+    pub fn publish_limit(&self, device: u32, limit: u64) {
+        let device = device as usize;
+        if device >= MAX_DEVICES {
+            return;
+        }
+        if let Some(index) = self.slot_or_claim() {
+            // Informational only: nothing is ordered against it.
+            self.slots[index].limit[device].store(limit, Relaxed);
+        }
+    }
+
+    pub fn reserve(&self, device: u32, bytes: u64, limit: u64) -> Result<(), Refused> {
+        let d = device as usize;
+        let refused = |usage: u64| Refused {
+            device,
+            requested: bytes,
+            usage,
+            limit,
+        };
+        if d >= MAX_DEVICES {
+            return Err(refused(0));
+        }
+        if bytes == 0 {
+            // Occupies nothing, so it can never push usage over the limit.
+            return Ok(());
+        }
+        let Some(index) = self.slot_or_claim() else {
+            // No slot even after reclaiming the dead: accounting is impossible,
+            // and admitting unaccounted memory would break the limit.
+            return Err(refused(self.container_usage(device)));
+        };
+        let slot = &self.slots[index];
+        if slot.limit[d].load(Relaxed) != limit {
+            slot.limit[d].store(limit, Relaxed);
+        }
+        if bytes > limit {
+            return Err(refused(self.container_usage(device)));
+        }
+        let used = &slot.used[d];
+        let mut reclaimed = false;
+        let mut usage_without = 0;
+        for _ in 0..RESERVE_ATTEMPTS {
+            // Publish the request first (SeqCst RMW), then look. Checked so the
+            // slot never wraps to a small value another reserver would trust.
+            let Ok(before) = used.fetch_update(SeqCst, SeqCst, |u| u.checked_add(bytes)) else {
+                return Err(refused(u64::MAX));
+            };
+            if let Some(total) = self.sum(d).filter(|&total| total <= limit) {
+                self.note_peaks(slot, d, before + bytes, total);
+                return Ok(());
+            }
+            // Over the limit (perhaps only because of others' in-flight
+            // requests): withdraw. Saturating: a caller that over-released
+            // concurrently must not make the slot wrap.
+            let _ = used.fetch_update(SeqCst, SeqCst, |u| Some(u.saturating_sub(bytes)));
+            let without = self.sum(d);
+            usage_without = without.unwrap_or(u64::MAX);
+            let fits = without
+                .and_then(|u| u.checked_add(bytes))
+                .is_some_and(|t| t <= limit);
+            if fits {
+                // Someone else's request (or a release) was in the way: retry.
+                spin_hint();
+                continue;
+            }
+            if !reclaimed {
+                reclaimed = true;
+                if self.reclaim_dead() > 0 {
+                    continue;
+                }
+            }
+            return Err(refused(usage_without));
+        }
+        Err(refused(usage_without))
+    }
+
+    #[inline]
+    fn note_peaks(&self, slot: &Slot, d: usize, own: u64, total: u64) {
+        // Relaxed: peaks are statistics; fetch_max keeps them monotonic.
+        if own > slot.peak[d].load(Relaxed) {
+            slot.peak[d].fetch_max(own, Relaxed);
+        }
+        let peak = &self.header.container_peak[d];
+        if total > peak.load(Relaxed) {
+            peak.fetch_max(total, Relaxed);
+        }
+    }
+
+    pub fn release(&self, device: u32, bytes: u64) {
+        let d = device as usize;
+        if d >= MAX_DEVICES || bytes == 0 {
+            return;
+        }
+        // A process that never reserved (or a fork child before its first
+        // reservation) has nothing to give back.
+        let Some(index) = self.current_slot() else {
+            return;
+        };
+        // Release: a reserver that already sees the smaller value may admit
+        // into the freed room; one that does not yet see it refuses, which is
+        // the safe direction. Saturating so a double release cannot wrap.
+        let _ = self.slots[index].used[d]
+            .fetch_update(Release, Relaxed, |u| Some(u.saturating_sub(bytes)));
+    }
+
+    /// Claims a free slot for this process (reclaiming dead ones if none is
+    /// free) and publishes it in `me`. Cold: once per process and fork.
+    #[cold]
+    #[inline(never)]
+    pub fn claim(&self) -> Option<usize> {
+        if let Some(index) = self.current_slot() {
+            return Some(index);
+        }
+        let pid = self.env.current_pid();
+        // Whatever is left here is 0 or a fork parent's stale word (pid_check
+        // mode); the publication CAS below replaces either.
+        let observed = self.me.mine.load(Acquire);
+        if observed != 0 && (observed >> 32) as u32 == pid {
+            // A sibling thread published its claim since we looked.
+            return self.current_slot();
+        }
+        if self.local_only {
+            self.reclaim_dead();
+        }
+        for pass in 0..2 {
+            for (index, slot) in self.slots.iter().enumerate() {
+                let word = slot.state.load(Acquire);
+                if state::status(word) != state::FREE {
+                    continue;
+                }
+                let generation = state::generation(word) + 1;
+                let claiming = state::pack(state::CLAIMING, generation, pid);
+                // Acquire: the previous owner's (or reclaimer's) zeroing of
+                // `used`, which precedes its Release store of FREE, is visible.
+                if slot
+                    .state
+                    .compare_exchange(word, claiming, AcqRel, Relaxed)
+                    .is_err()
+                {
+                    continue;
+                }
+                slot.start_time.store(self.env.self_start_time(), Relaxed);
+                slot.claimed_unix_secs
+                    .store(self.env.now_unix_secs(), Relaxed);
+                for d in 0..MAX_DEVICES {
+                    slot.peak[d].store(0, Relaxed);
+                    slot.limit[d].store(0, Relaxed);
+                }
+                // SeqCst, before any add to this slot's `used`: a reserver
+                // whose sum follows our first add in the total order also
+                // follows this raise, so it scans our slot.
+                self.header
+                    .slot_high_water
+                    .fetch_max(index as u32 + 1, SeqCst);
+                // Release: `start_time` is visible to whoever sees LIVE, so a
+                // reclaimer never compares against a half-written start time.
+                slot.state
+                    .store(state::pack(state::LIVE, generation, pid), Release);
+                let mine = (u64::from(pid) << 32) | (index as u64 + 1);
+                return match self
+                    .me
+                    .mine
+                    .compare_exchange(observed, mine, AcqRel, Acquire)
+                {
+                    Ok(_) => Some(index),
+                    Err(_) => {
+                        // A sibling thread claimed concurrently: keep its slot,
+                        // give ours back untouched (nothing was added to it).
+                        self.free_slot(index, generation);
+                        self.current_slot()
+                    }
+                };
+            }
+            if pass == 0 && self.reclaim_dead() == 0 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Zeroes a slot this process owns (or won the right to reclaim) and
+    /// returns it to FREE.
+    fn free_slot(&self, index: usize, generation: u64) {
+        let slot = &self.slots[index];
+        for d in 0..MAX_DEVICES {
+            // SeqCst like every other write of `used` that reservers sum.
+            slot.used[d].store(0, SeqCst);
+            slot.peak[d].store(0, Relaxed);
+            slot.limit[d].store(0, Relaxed);
+        }
+        slot.start_time.store(0, Relaxed);
+        slot.claimed_unix_secs.store(0, Relaxed);
+        // Release: the zeroes above are visible to the next claimer, whose
+        // Acquire CAS reads this FREE word.
+        slot.state
+            .store(state::pack(state::FREE, generation, 0), Release);
+    }
+
+    /// Frees this process's slot (the `Ledger` is going away).
+    pub fn release_own_slot(&self) {
+        if let Some(index) = self.current_slot() {
+            let word = self.slots[index].state.load(Acquire);
+            self.me.mine.store(0, Release);
+            self.free_slot(index, state::generation(word));
+        }
+    }
+
+    /// Returns dead processes' slots to FREE; the number reclaimed.
+    pub fn reclaim_dead(&self) -> usize {
+        let me = self.env.current_pid();
+        let high = (self.header.slot_high_water.load(SeqCst) as usize).min(self.slots.len());
+        let mut reclaimed = 0;
+        for (index, slot) in self.slots[..high].iter().enumerate() {
+            let word = slot.state.load(Acquire);
+            let pid = state::pid(word);
+            let dead = match state::status(word) {
+                state::FREE => false,
+                _ if self.local_only => pid != me,
+                state::LIVE => {
+                    // Acquire on the state word made the owner's start_time
+                    // (stored before its Release of LIVE) visible.
+                    pid != me && self.env.is_dead(pid, slot.start_time.load(Relaxed))
+                }
+                // A claimer's start time may be half-written: judge by pid.
+                state::CLAIMING => pid != me && self.env.is_dead(pid, 0),
+                // Another reclaimer is at work; take over only if it died.
+                _ => pid != me && self.env.is_dead(pid, 0),
+            };
+            if !dead {
+                continue;
+            }
+            let generation = state::generation(word);
+            let reclaiming = state::pack(state::RECLAIMING, generation, me);
+            // The generation in `word` makes this CAS fail if the slot was
+            // freed and claimed again (even by a recycled pid) since we looked.
+            if slot
+                .state
+                .compare_exchange(word, reclaiming, AcqRel, Relaxed)
+                .is_ok()
+            {
+                self.free_slot(index, generation);
+                reclaimed += 1;
+            }
+        }
+        reclaimed
+    }
+}
