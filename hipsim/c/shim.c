@@ -1,0 +1,12 @@
+/* Runtime-internal door calls, made the way the real libamdhip64 can make them: through the
+ * PLT of the exported symbol. Built with -fPIC and without -fno-plt, so the call below becomes
+ * a R_X86_64_JUMP_SLOT relocation against hipMalloc@@hip_4.2 in libamdhip64.so, which the loader
+ * (and an LD_AUDIT hook that asked for LA_FLG_BINDFROM on this library) resolves. */
+#include <stddef.h>
+
+typedef int hipError_t;
+hipError_t hipMalloc(void **ptr, size_t size);
+
+hipError_t hipsim_shim_malloc_via_plt(void **ptr, size_t size) {
+    return hipMalloc(ptr, size);
+}

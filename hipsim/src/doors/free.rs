@@ -1,0 +1,169 @@
+//! Doors that give device memory back.
+
+use super::status;
+use crate::sim::{self, AllocKind, Sim};
+use hip_sys::*;
+use std::ffi::c_void;
+
+/// Frees an address-keyed allocation (`hipFree`, and `hipFreeAsync` of non-pool memory).
+pub fn free(sim: &Sim, ptr: *mut c_void) -> Result<(), hipError_t> {
+    if ptr.is_null() {
+        return Ok(());
+    }
+    let mut reg = sim.registry();
+    let alloc = reg
+        .allocs
+        .remove(&(ptr as usize))
+        .ok_or(hipErrorInvalidValue)?;
+    match alloc.kind {
+        AllocKind::Managed => {
+            reg.managed_count -= 1;
+            reg.managed_bytes -= alloc.bytes;
+            drop(reg);
+            crate::memory::unmap(ptr as usize, alloc.bytes);
+        }
+        AllocKind::Linear | AllocKind::Pool(_) => {
+            drop(reg);
+            sim.give_back_device_memory(alloc.device, ptr as usize, alloc.bytes);
+        }
+    }
+    Ok(())
+}
+
+/// # Safety
+/// HIP contract (no pointer is dereferenced: `ptr` is only looked up).
+#[no_mangle]
+pub unsafe extern "C" fn hipsim_impl_hipFree(ptr: *mut c_void) -> hipError_t {
+    status(sim::get().and_then(|sim| free(sim, ptr)))
+}
+
+fn free_array(handle: usize, mipmapped: bool) -> hipError_t {
+    status(sim::get().and_then(|sim| {
+        if handle == 0 {
+            return Ok(());
+        }
+        let mut reg = sim.registry();
+        let table = if mipmapped {
+            &mut reg.mipmaps
+        } else {
+            &mut reg.arrays
+        };
+        let array = table.remove(&handle).ok_or(hipErrorInvalidValue)?;
+        drop(reg);
+        sim.give_back_device_memory(array.device, array.base, array.bytes);
+        Ok(())
+    }))
+}
+
+/// # Safety
+/// HIP contract (the handle is only looked up).
+#[no_mangle]
+pub unsafe extern "C" fn hipsim_impl_hipFreeArray(array: hipArray_t) -> hipError_t {
+    free_array(array as usize, false)
+}
+
+/// # Safety
+/// HIP contract (the handle is only looked up).
+#[no_mangle]
+pub unsafe extern "C" fn hipsim_impl_hipArrayDestroy(array: hipArray_t) -> hipError_t {
+    free_array(array as usize, false)
+}
+
+/// # Safety
+/// HIP contract (the handle is only looked up).
+#[no_mangle]
+pub unsafe extern "C" fn hipsim_impl_hipFreeMipmappedArray(
+    array: hipMipmappedArray_t,
+) -> hipError_t {
+    free_array(array as usize, true)
+}
+
+/// # Safety
+/// HIP contract (the handle is only looked up).
+#[no_mangle]
+pub unsafe extern "C" fn hipsim_impl_hipMipmappedArrayDestroy(
+    array: hipMipmappedArray_t,
+) -> hipError_t {
+    free_array(array as usize, true)
+}
+
+/// Frees everything this process holds on `device` (hipDeviceReset).
+pub fn reset_device(sim: &Sim, device: usize) {
+    let mut reg = sim.registry();
+    let mut give_back = Vec::new();
+    let mut unmap_only = Vec::new();
+    reg.allocs.retain(|&base, a| {
+        if a.device != device {
+            return true;
+        }
+        if a.kind == AllocKind::Managed {
+            unmap_only.push((base, a.bytes));
+        } else {
+            give_back.push((base, a.bytes));
+        }
+        false
+    });
+    for (_, bytes) in &unmap_only {
+        reg.managed_count -= 1;
+        reg.managed_bytes -= bytes;
+    }
+    let reg_ref = &mut *reg;
+    for table in [&mut reg_ref.arrays, &mut reg_ref.mipmaps] {
+        table.retain(|_, a| {
+            if a.device == device {
+                give_back.push((a.base, a.bytes));
+                false
+            } else {
+                true
+            }
+        });
+    }
+    for pool in reg.pools.values_mut().filter(|p| p.device == device) {
+        give_back.append(&mut pool.cache);
+    }
+    reg.pools.retain(|_, p| p.device != device || p.is_default);
+    reg.streams.retain(|_, s| s.device != device);
+    // VMM: unmap every mapping of this device's handles and release the handles.
+    let doomed: Vec<usize> = reg
+        .vmm
+        .iter()
+        .filter(|(_, h)| h.device == device)
+        .map(|(&k, _)| k)
+        .collect();
+    let mapped: Vec<(usize, usize)> = reg
+        .mappings
+        .iter()
+        .filter(|(_, m)| doomed.contains(&m.handle))
+        .map(|(&b, m)| (b, m.bytes))
+        .collect();
+    for (base, bytes) in &mapped {
+        reg.mappings.remove(base);
+        crate::memory::reset_to_reserved(*base, *bytes);
+    }
+    let mut vmm_bytes = 0usize;
+    for key in doomed {
+        if let Some(h) = reg.vmm.remove(&key) {
+            crate::memory::close_fd(h.fd);
+            vmm_bytes += h.bytes;
+        }
+    }
+    drop(reg);
+    for (base, bytes) in give_back {
+        sim.give_back_device_memory(device, base, bytes);
+    }
+    for (base, bytes) in unmap_only {
+        crate::memory::unmap(base, bytes);
+    }
+    sim.usage.release(device, vmm_bytes as u64);
+}
+
+/// # Safety
+/// Takes no pointers.
+#[no_mangle]
+pub unsafe extern "C" fn hipsim_impl_hipDeviceReset() -> hipError_t {
+    status(sim::get().and_then(|sim| {
+        let device = sim.current_device()?;
+        reset_device(sim, device);
+        Ok(())
+    }))
+}
