@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::locate::{self, HIP_LIB, HOOK_LIB};
-use crate::report;
 use crate::slices;
-use crate::state::StateDir;
 use crate::Failure;
 
 const WORKLOAD: &str = "amvgpu-demo-workload";
@@ -65,6 +63,7 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
                 locate::build_command(exe_dir.as_deref())
             ))
         })?;
+    let workload_dir = workload.parent().map(Path::to_path_buf).unwrap_or_default();
     let amvgpu = std::env::current_exe()
         .map_err(|e| Failure::environment(format!("cannot locate amvgpu itself: {e}")))?;
 
@@ -82,8 +81,18 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
         }
         _ => build_dir.clone().into_os_string(),
     };
+    let path = match std::env::var_os("PATH") {
+        Some(old) if !old.is_empty() => {
+            let mut joined = workload_dir.clone().into_os_string();
+            joined.push(":");
+            joined.push(old);
+            joined
+        }
+        _ => workload_dir.clone().into_os_string(),
+    };
     let configure = |command: &mut Command| {
         command
+            .env("PATH", &path)
             .env("AMVGPU_TOPOLOGY", "hipsim")
             .env("HIPSIM_DEVICES", "1")
             .env("HIPSIM_ARCH", "gfx942")
@@ -95,7 +104,7 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
             .env_remove("HSA_CU_MASK");
     };
 
-    println!("amvgpu demo: two jobs share one simulated MI300X (gfx942, {CUS} CUs, {VRAM}iB VRAM); no GPU needed.");
+    println!("amvgpu demo: two jobs share one simulated MI300X (gfx942, {CUS} CUs, {} GiB VRAM); no GPU needed.", VRAM.trim_end_matches('G'));
     if verbose {
         println!("  simulator {}", hip.display());
         println!("  hook      {}", hook.display());
@@ -111,7 +120,7 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
             .arg(&hook)
             .arg("--state-dir")
             .arg(&state_dir)
-            .args(["--", workload.to_str().unwrap_or(WORKLOAD), "fill", "512M"])
+            .args(["--", WORKLOAD, "fill", "512M"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -158,9 +167,17 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
     }
 
     println!("\namvgpu status, while both jobs hold their memory:");
-    let state = StateDir::at(&state_dir);
-    let snapshot = report::collect(&state);
-    for line in report::table(&snapshot, false).lines() {
+    let mut status = Command::new(&amvgpu);
+    status
+        .arg("status")
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .stdin(Stdio::null());
+    configure(&mut status);
+    let status = status
+        .output()
+        .map_err(|e| Failure::environment(format!("cannot start {}: {e}", amvgpu.display())))?;
+    for line in String::from_utf8_lossy(&status.stdout).lines() {
         println!("  {line}");
     }
 
@@ -218,12 +235,16 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
                 job.name, job.memory
             ),
         );
+        // Refused exactly at the limit, not because the simulated card ran out.
         let refused = job
             .lines
             .iter()
             .any(|l| l.contains("returned hipErrorOutOfMemory"));
+        let held = job
+            .line_starting("holding")
+            .and_then(|t| t.parse::<u64>().ok());
         check(
-            refused,
+            refused && held == Some(limit_mib << 20),
             format!(
                 "job {}: the allocation past {} was refused with hipErrorOutOfMemory",
                 job.name, job.memory

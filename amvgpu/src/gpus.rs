@@ -24,7 +24,7 @@ pub const KFD_NODES: &str = "/sys/class/kfd/kfd/topology/nodes";
 pub const HIPSIM_DEFAULT_DEVICES: u32 = 1;
 pub const HIPSIM_DEFAULT_ARCH: &str = "gfx942";
 pub const HIPSIM_DEFAULT_CUS: u32 = 304;
-pub const HIPSIM_DEFAULT_VRAM: u64 = 192 << 30;
+pub const HIPSIM_DEFAULT_VRAM: u64 = 64 << 30;
 
 /// One GPU as seen by the whole host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -211,20 +211,20 @@ pub fn from_hipsim(env: &dyn Fn(&str) -> Option<String>) -> Result<Topology, Top
         .trim()
         .parse()
         .ok()
-        .filter(|&n| (1..=64).contains(&n))
+        .filter(|&n| n <= 64)
         .ok_or_else(|| {
             TopologyError(format!(
-                "HIPSIM_DEVICES=\"{devices_text}\": expected a device count 1..64, e.g. 2"
+                "HIPSIM_DEVICES=\"{devices_text}\": expected a device count 0..64, e.g. 2"
             ))
         })?;
     let compute_units: u32 = cus_text
         .trim()
         .parse()
         .ok()
-        .filter(|&n| n > 0)
+        .filter(|&n| (1..=65536).contains(&n))
         .ok_or_else(|| {
             TopologyError(format!(
-                "HIPSIM_CUS=\"{cus_text}\": expected a positive CU count, e.g. 304"
+                "HIPSIM_CUS=\"{cus_text}\": expected a CU count 1..65536, e.g. 304"
             ))
         })?;
     let vram = parse_hipsim_vram(&vram_text).ok_or_else(|| {
@@ -255,13 +255,25 @@ pub fn from_hipsim(env: &dyn Fn(&str) -> Option<String>) -> Result<Topology, Top
     })
 }
 
-/// The simulator takes plain byte counts as well as `64G`-style sizes.
+/// The simulator's grammar: decimal bytes with an optional binary suffix k, m, g or t
+/// (either case), more than 0. Anything it would refuse is refused here too.
 fn parse_hipsim_vram(text: &str) -> Option<u64> {
     let text = text.trim();
-    if let Ok(bytes) = text.parse::<u64>() {
-        return (bytes > 0).then_some(bytes);
+    let (digits, shift) = match text.as_bytes().last()?.to_ascii_lowercase() {
+        b'k' => (&text[..text.len() - 1], 10),
+        b'm' => (&text[..text.len() - 1], 20),
+        b'g' => (&text[..text.len() - 1], 30),
+        b't' => (&text[..text.len() - 1], 40),
+        _ => (text, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
-    crate::size::parse_size(text).ok()
+    digits
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1 << shift)
+        .filter(|&bytes| bytes > 0)
 }
 
 #[cfg(test)]
@@ -352,7 +364,16 @@ mod tests {
     fn bad_hipsim_settings_name_the_variable() {
         let err = from_hipsim(&env_of(&[("HIPSIM_CUS", "lots")])).unwrap_err();
         assert!(err.to_string().contains("HIPSIM_CUS=\"lots\""), "{err}");
-        let err = from_hipsim(&env_of(&[("HIPSIM_DEVICES", "0")])).unwrap_err();
+        let err = from_hipsim(&env_of(&[("HIPSIM_DEVICES", "65")])).unwrap_err();
         assert!(err.to_string().contains("HIPSIM_DEVICES"), "{err}");
+        let err = from_hipsim(&env_of(&[("HIPSIM_VRAM", "4GB")])).unwrap_err();
+        assert!(err.to_string().contains("HIPSIM_VRAM=\"4GB\""), "{err}");
+        assert!(from_hipsim(&env_of(&[("HIPSIM_DEVICES", "0")]))
+            .unwrap()
+            .gpus
+            .is_empty());
+        assert_eq!(parse_hipsim_vram("1073741824"), Some(1 << 30));
+        assert_eq!(parse_hipsim_vram("64g"), Some(64 << 30));
+        assert_eq!(parse_hipsim_vram("0"), None);
     }
 }

@@ -30,5 +30,27 @@ pub fn read(path: &Path) -> Result<Option<JobUsage>, String> {
     if !path.exists() {
         return Ok(None);
     }
-    Err("reading hook ledgers is not available yet".into())
+    let snapshot = amvgpu_ledger::open_readonly(path).map_err(|e| e.to_string())?;
+    let amounts = |used: &[u64], peak: &[u64]| -> BTreeMap<u32, Amounts> {
+        used.iter()
+            .zip(peak)
+            .enumerate()
+            .filter(|(_, (&u, &p))| u != 0 || p != 0)
+            .map(|(device, (&used, &peak))| (device as u32, Amounts { used, peak }))
+            .collect()
+    };
+    Ok(Some(JobUsage {
+        devices: amounts(&snapshot.container_usage, &snapshot.container_peak),
+        // A dead process's bytes still count in the totals until the hook reclaims its
+        // slot, but it is no longer a process of the job.
+        processes: snapshot
+            .slots
+            .iter()
+            .filter(|slot| slot.alive)
+            .map(|slot| ProcessUsage {
+                pid: slot.pid,
+                devices: amounts(&slot.used, &slot.peak),
+            })
+            .collect(),
+    }))
 }
