@@ -9,7 +9,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `HIPSIM_DEVICES` | number of devices, decimal, 0..=64 (0: hipGetDeviceCount gives 0 and `hipErrorNoDevice`) | `1` |
+//! | `HIPSIM_DEVICES` | number of devices, decimal, 0..=64 (0: hipGetDeviceCount gives 0 and `hipErrorNoDevice`, every device-bound call `hipErrorInvalidDevice`, as the real runtime on a GPU-less machine) | `1` |
 //! | `HIPSIM_VRAM` | bytes per device: decimal with optional binary suffix `k`/`m`/`g`/`t` (either case), more than 0 | `64g` |
 //! | `HIPSIM_ARCH` | `gcnArchName`, printable ASCII, at most 255 bytes; `major`/`minor`/`warpSize` derive from it (`gfx942` -> 9.4, warp 64; `gfx1100` -> 11.0, warp 32) | `gfx942` |
 //! | `HIPSIM_CUS` | compute units (`multiProcessorCount`), 1..=65536 | `304` |

@@ -244,10 +244,12 @@ impl Sim {
         self.config.devices
     }
 
-    /// The calling thread's device, or `hipErrorNoDevice` on a machine without devices.
+    /// The calling thread's device. On a machine without devices every device-bound call gives
+    /// `hipErrorInvalidDevice`, as the real ROCm 5.2 runtime does on a GPU-less machine
+    /// (measured: only hipGetDeviceCount says `hipErrorNoDevice`).
     pub fn current_device(&self) -> Result<usize, hipError_t> {
         if self.config.devices == 0 {
-            return Err(hipErrorNoDevice);
+            return Err(hipErrorInvalidDevice);
         }
         Ok(CURRENT_DEVICE.with(Cell::get).min(self.config.devices - 1))
     }
@@ -258,9 +260,6 @@ impl Sim {
 
     /// Validates a device ordinal from C.
     pub fn device(&self, device: libc::c_int) -> Result<usize, hipError_t> {
-        if self.config.devices == 0 {
-            return Err(hipErrorNoDevice);
-        }
         usize::try_from(device)
             .ok()
             .filter(|&d| d < self.config.devices)

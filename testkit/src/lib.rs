@@ -15,9 +15,9 @@
 //!
 //! # Libraries
 //! [`libs()`] locates `target/<profile>` from `std::env::current_exe()` (a test binary lives in
-//! `target/<profile>/deps/`) and, once per test process, runs
-//! `cargo build -p hipsim -p libamvgpu` with the same profile and `CARGO_TARGET_DIR`, so both
-//! libraries are fresh. This works from inside `cargo test`: cargo releases the build-directory
+//! `target/<profile>/deps/`) and, once per test process, runs `cargo build -p hipsim` with the
+//! same profile and `CARGO_TARGET_DIR`, so `libamdhip64.so` is fresh; [`amvgpu()`] (used by
+//! [`Run::audit`]) does the same for `cargo build -p libamvgpu` on first use. This works from inside `cargo test`: cargo releases the build-directory
 //! lock before it runs test binaries (checked by `tests/nested_build.rs`). Set
 //! `TESTKIT_NO_BUILD=1` to skip the build (for example when the tree is read-only); a missing
 //! library then fails with the instruction to run `cargo build --workspace` first.
@@ -116,27 +116,19 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The freshly built libraries.
+/// The freshly built simulator.
 #[derive(Debug, Clone)]
 pub struct Libs {
     pub layout: TargetLayout,
     /// Directory holding `libamdhip64.so` (the profile directory).
     pub dir: PathBuf,
     pub hipsim: PathBuf,
-    /// `libamvgpu.so`, if the libamvgpu crate builds one.
-    pub amvgpu: Option<PathBuf>,
 }
 
 impl Libs {
-    /// `libamvgpu.so`, or a panic telling how to get it.
-    pub fn amvgpu(&self) -> &Path {
-        self.amvgpu.as_deref().unwrap_or_else(|| {
-            panic!(
-                "{} does not exist: the libamvgpu crate must build a cdylib named amvgpu \
-                 (run `cargo build --workspace` to see why it is missing)",
-                self.dir.join("libamvgpu.so").display()
-            )
-        })
+    /// `libamvgpu.so`, built (once per test process) on first use.
+    pub fn amvgpu(&self) -> &'static Path {
+        amvgpu()
     }
 }
 
@@ -180,35 +172,46 @@ fn run_cargo(mut cmd: Command, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn build_libs() -> Result<Libs, String> {
+fn build_package(package: &str, file: &str) -> Result<(TargetLayout, PathBuf), String> {
     let layout = target_layout()?;
     if std::env::var_os("TESTKIT_NO_BUILD").is_none() {
         let mut cmd = cargo_command(&layout);
-        cmd.args(["-p", "hipsim", "-p", "libamvgpu"]);
-        run_cargo(cmd, "cargo build -p hipsim -p libamvgpu")?;
+        cmd.args(["-p", package]);
+        run_cargo(cmd, &format!("cargo build -p {package}"))?;
     }
-    let dir = layout.profile_dir.clone();
-    let hipsim = dir.join("libamdhip64.so");
-    if !hipsim.exists() {
+    let path = layout.profile_dir.join(file);
+    if !path.exists() {
         return Err(format!(
             "{} is missing: run `cargo build --workspace` (same profile) first",
-            hipsim.display()
+            path.display()
         ));
     }
-    let amvgpu = Some(dir.join("libamvgpu.so")).filter(|p| p.exists());
-    Ok(Libs {
-        layout,
-        dir,
-        hipsim,
-        amvgpu,
-    })
+    Ok((layout, path))
 }
 
-/// The libraries, built once per test process.
+/// The simulator, built once per test process (see the crate docs).
 pub fn libs() -> &'static Libs {
     static LIBS: OnceLock<Result<Libs, String>> = OnceLock::new();
-    match LIBS.get_or_init(build_libs) {
+    let result = LIBS.get_or_init(|| {
+        let (layout, hipsim) = build_package("hipsim", "libamdhip64.so")?;
+        Ok(Libs {
+            dir: layout.profile_dir.clone(),
+            layout,
+            hipsim,
+        })
+    });
+    match result {
         Ok(libs) => libs,
+        Err(why) => panic!("testkit: {why}"),
+    }
+}
+
+/// `libamvgpu.so`, built once per test process. Separate from [`libs()`] so that the
+/// simulator's own tests do not depend on the hook compiling.
+pub fn amvgpu() -> &'static Path {
+    static AMVGPU: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match AMVGPU.get_or_init(|| build_package("libamvgpu", "libamvgpu.so").map(|(_, p)| p)) {
+        Ok(path) => path,
         Err(why) => panic!("testkit: {why}"),
     }
 }
@@ -509,8 +512,7 @@ impl Run {
 
     /// Load the audit hook: `LD_AUDIT=<target/profile>/libamvgpu.so`.
     pub fn audit(self) -> Run {
-        let path = libs().amvgpu().to_path_buf();
-        self.env("LD_AUDIT", path)
+        self.env("LD_AUDIT", amvgpu())
     }
 
     /// Share device usage with other runs through `state`.
@@ -558,6 +560,61 @@ impl Run {
         cmd
     }
 
+    /// Starts the program and returns at once, with pipes to its stdin and stdout, so a test can
+    /// drive several processes in lock-step (the program prints a line, the test answers on its
+    /// stdin). Stderr is collected for [`Running::finish`].
+    pub fn spawn(self) -> Running {
+        let fresh = matches!(self.state, StateChoice::Fresh).then(temp_dir);
+        let fresh_path = fresh.as_ref().map(|d| d.path().join("hipsim-state"));
+        let mut cmd = self.command(fresh_path.as_deref());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("testkit: cannot run {}: {e}", self.exe.display()));
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut err_pipe = child.stderr.take().expect("piped");
+        let stderr = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = err_pipe.read_to_end(&mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        });
+        // Watchdog: a child that never prints would block read_line forever; kill its group at
+        // the deadline unless the test has already collected it.
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let deadline = Instant::now() + self.timeout;
+        {
+            let done = done.clone();
+            let pgid = child.id() as libc::pid_t;
+            std::thread::spawn(move || {
+                while Instant::now() < deadline {
+                    if done.load(std::sync::atomic::Ordering::Acquire) {
+                        return;
+                    }
+                    // Deadline polling, not synchronisation.
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if !done.load(std::sync::atomic::Ordering::Acquire) {
+                    // SAFETY: kill(2) on the process group created for this child.
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                }
+            });
+        }
+        Running {
+            exe: self.exe,
+            deadline,
+            done,
+            stdin: child.stdin.take(),
+            child,
+            stdout,
+            seen: String::new(),
+            stderr: Some(stderr),
+            _fresh: fresh,
+        }
+    }
+
     /// Runs to completion (or timeout) and collects the result.
     pub fn output(self) -> Output {
         let fresh = matches!(self.state, StateChoice::Fresh).then(temp_dir);
@@ -568,6 +625,93 @@ impl Run {
         Output {
             exe: self.exe,
             ..out
+        }
+    }
+}
+
+/// A program started by [`Run::spawn`].
+#[derive(Debug)]
+pub struct Running {
+    exe: PathBuf,
+    deadline: Instant,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    seen: String,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    _fresh: Option<TempDir>,
+}
+
+impl Running {
+    /// The next line the program prints (without the newline). Panics, with everything the
+    /// program printed so far, if it closes stdout first. Blocks until the line comes: pair it
+    /// with a fixture that prints before it waits.
+    pub fn read_line(&mut self) -> String {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let n = self
+            .stdout
+            .read_line(&mut line)
+            .expect("read the fixture's stdout");
+        if n == 0 {
+            let timed_out = Instant::now() >= self.deadline;
+            let out = self.kill_and_collect(timed_out);
+            panic!("{}", out.describe("expected another line on stdout"));
+        }
+        self.seen.push_str(&line);
+        line.trim_end_matches('\n').to_string()
+    }
+
+    /// Writes `line` and a newline to the program's stdin.
+    pub fn write_line(&mut self, line: &str) {
+        use std::io::Write;
+        let pipe = self.stdin.as_mut().expect("stdin still open");
+        writeln!(pipe, "{line}").expect("write to the fixture's stdin");
+        pipe.flush().expect("flush the fixture's stdin");
+    }
+
+    fn kill_and_collect(&mut self, timed_out: bool) -> Output {
+        // SAFETY: kill(2) on the process group created for this child; no memory involved.
+        unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+        self.collect(timed_out)
+    }
+
+    fn collect(&mut self, timed_out: bool) -> Output {
+        self.stdin.take();
+        let status = self.child.wait().expect("wait for the fixture");
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+        // The watchdog's kill shows up as SIGKILL after the deadline.
+        let timed_out = timed_out
+            || (status.signal() == Some(libc::SIGKILL) && Instant::now() >= self.deadline);
+        let mut rest = String::new();
+        let _ = self.stdout.read_to_string(&mut rest);
+        self.seen.push_str(&rest);
+        let stderr = self
+            .stderr
+            .take()
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
+        Output {
+            exe: self.exe.clone(),
+            status,
+            timed_out,
+            stdout: std::mem::take(&mut self.seen),
+            stderr,
+        }
+    }
+
+    /// Closes stdin, waits for exit (killing the group at the run's deadline) and returns what
+    /// the program printed (including lines already read).
+    pub fn finish(mut self) -> Output {
+        self.stdin.take();
+        loop {
+            match self.child.try_wait().expect("poll the fixture") {
+                Some(_) => return self.collect(false),
+                None if Instant::now() >= self.deadline => return self.kill_and_collect(true),
+                // Polling interval of the deadline check; try_wait decides.
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
         }
     }
 }

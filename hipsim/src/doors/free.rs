@@ -7,6 +7,7 @@ use std::ffi::c_void;
 
 /// Frees an address-keyed allocation (`hipFree`, and `hipFreeAsync` of non-pool memory).
 pub fn free(sim: &Sim, ptr: *mut c_void) -> Result<(), hipError_t> {
+    sim.current_device()?; // a machine without devices refuses even hipFree(NULL), as ROCm does
     if ptr.is_null() {
         return Ok(());
     }
