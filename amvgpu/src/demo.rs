@@ -23,6 +23,7 @@ struct Job {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Vec<String>,
+    stderr_path: PathBuf,
 }
 
 impl Job {
@@ -114,6 +115,11 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
     for (name, memory) in [("A", "2G"), ("B", "3G")] {
         let args = ["run", "--cores", "25", "--memory", memory, "--lib"];
         println!("job {name}: amvgpu run --cores 25 --memory {memory} -- {WORKLOAD} fill 512M");
+        // The hook reports refusals on stderr; shown with the job's own lines below.
+        let stderr_path = scratch.0.join(format!("job-{name}.stderr"));
+        let stderr_file = std::fs::File::create(&stderr_path).map_err(|e| {
+            Failure::environment(format!("cannot create {}: {e}", stderr_path.display()))
+        })?;
         let mut command = Command::new(&amvgpu);
         command
             .args(args)
@@ -123,7 +129,9 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
             .args(["--", WORKLOAD, "fill", "512M"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr_file.try_clone().map_err(|e| {
+                Failure::environment(format!("cannot share {}: {e}", stderr_path.display()))
+            })?);
         configure(&mut command);
         let mut child = command
             .spawn()
@@ -135,6 +143,7 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
             child,
             stdin,
             lines: Vec::new(),
+            stderr_path,
         });
     }
 
@@ -157,10 +166,15 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
                 break;
             }
         }
+        // Everything the job wrote on stderr came before "holding" (same thread, in order).
+        let stderr = std::fs::read_to_string(&job.stderr_path).unwrap_or_default();
+        for line in stderr.lines() {
+            println!("  [{}] stderr: {line}", job.name);
+        }
         if job.line_starting("holding").is_none() {
             let status = job.child.wait();
             return Err(Failure::environment(format!(
-                "job {} stopped before holding its memory ({status:?}); run with --verbose for details",
+                "job {} stopped before holding its memory ({status:?}); its stderr is shown above",
                 job.name
             )));
         }

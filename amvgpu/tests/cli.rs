@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 
-use common::{gpu0_set, text, World, WORKLOAD};
+use common::{gpu0_set, gpu_set, text, World, WORKLOAD};
 
 const HOLD_MASK: &[&str] = &["sh", "-c", "echo \"$HSA_CU_MASK\"; read x || true"];
 
@@ -353,4 +353,106 @@ fn demo_shows_every_check_passing() {
     assert!(!shown.contains("FAILED"), "{shown}");
     assert_eq!(shown.matches("[ok]").count(), 6, "{shown}");
     assert!(shown.contains("amvgpu status, while both jobs hold their memory"));
+}
+
+#[test]
+fn simultaneous_runs_never_share_cus_and_the_surplus_is_refused() {
+    // Six quarter jobs started at once on a GPU that holds four: the ledger lock makes
+    // exactly four of them win, with disjoint slices; the other two start nothing.
+    let world = World::new();
+    let hook = common::hook();
+    let mut jobs: Vec<_> = (0..6)
+        .map(|_| {
+            world
+                .amvgpu(&[
+                    "run",
+                    "--lib",
+                    hook.to_str().unwrap(),
+                    "--cores",
+                    "25",
+                    "--",
+                ])
+                .args(HOLD_MASK)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut sets = Vec::new();
+    let mut refused = 0;
+    for job in &mut jobs {
+        let mut line = String::new();
+        let mut out = std::io::BufReader::new(job.stdout.as_mut().unwrap());
+        if std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0 {
+            sets.push(gpu0_set(line.trim_end()));
+        } else {
+            // No output: it must have been refused, with the documented code and reason.
+            let status = job.wait().unwrap();
+            let mut err = String::new();
+            job.stderr
+                .as_mut()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            assert_eq!(status.code(), Some(3), "{err}");
+            assert!(err.contains("does not fit"), "{err}");
+            refused += 1;
+        }
+    }
+    assert_eq!((sets.len(), refused), (4, 2));
+    for (i, a) in sets.iter().enumerate() {
+        for b in &sets[i + 1..] {
+            assert!(a.is_disjoint(b), "overlap between concurrent jobs");
+        }
+    }
+    for mut job in jobs {
+        drop(job.stdin.take());
+        job.wait().unwrap();
+    }
+}
+
+#[test]
+fn multi_gpu_jobs_see_container_local_indices() {
+    let world = World::with_devices(2);
+    // Someone already holds a quarter of host GPU 1.
+    let mut first = world.start(&["--gpu", "1", "--cores", "25"], HOLD_MASK);
+    let first_mask = first.line();
+    assert_eq!(
+        gpu_set(&first_mask, 0).len(),
+        72,
+        "GPU 1 is index 0 for its job"
+    );
+
+    let show = "echo \"$HSA_CU_MASK|$ROCR_VISIBLE_DEVICES|$HIP_DEVICE_MEMORY_LIMIT_0|\
+                $HIP_DEVICE_MEMORY_LIMIT_1\"; read x || true";
+    let mut job = world.start(
+        &["--gpu", "1,0", "--cores", "25", "--memory", "2G"],
+        &["sh", "-c", show],
+    );
+    let line = job.line();
+    let fields: Vec<&str> = line.split('|').collect();
+    assert_eq!(fields[1], "1,0", "{line}");
+    assert_eq!(fields[2], "2048m");
+    assert_eq!(fields[3], "2048m");
+    // Index 0 is host GPU 1, where the first job's CUs are taken.
+    let on_host1 = gpu_set(fields[0], 0);
+    assert!(on_host1.is_disjoint(&gpu_set(&first_mask, 0)), "{line}");
+    assert_eq!(gpu_set(fields[0], 1).len(), 72);
+
+    let status = world.status_json();
+    let job_json = status["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["pid"] == job.pid())
+        .unwrap()
+        .clone();
+    assert_eq!(job_json["devices"][0]["host_index"], 1);
+    assert_eq!(job_json["devices"][0]["local_index"], 0);
+    assert_eq!(job_json["devices"][1]["host_index"], 0);
+    assert_eq!(status["gpus"][1]["cus_booked"], 144, "{status:#}");
+    assert_eq!(job.finish(), Some(0));
+    assert_eq!(first.finish(), Some(0));
 }

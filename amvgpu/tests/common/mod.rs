@@ -6,7 +6,6 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
-use std::sync::OnceLock;
 
 pub const AMVGPU: &str = env!("CARGO_BIN_EXE_amvgpu");
 pub const WORKLOAD: &str = env!("CARGO_BIN_EXE_amvgpu-demo-workload");
@@ -21,57 +20,40 @@ pub fn profile_dir() -> PathBuf {
 
 pub fn hook() -> PathBuf {
     libraries();
-    profile_dir().join("libamvgpu.so")
+    testkit::amvgpu().to_path_buf()
 }
 
-/// Builds the hook and the simulator into this profile's directory if a plain `cargo test`
-/// has not (cargo builds a workspace member's cdylib only when that member is selected).
-/// Runs once per test binary.
+/// Builds (once per test process, through testkit, which runs `cargo build` for the same
+/// profile and target directory) the hook and the simulator, so both are fresh and sit next
+/// to the `amvgpu` binary, where `amvgpu run` and `amvgpu demo` look for them.
 pub fn libraries() {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let dir = profile_dir();
-        if dir.join("libamvgpu.so").is_file() && dir.join("libamdhip64.so").is_file() {
-            return;
-        }
-        let target_dir = dir.parent().expect("profile dir has a parent");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args(["build", "-p", "libamvgpu", "-p", "hipsim"])
-            .env("CARGO_TARGET_DIR", target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let status = build.status().expect("cargo runs");
-        assert!(
-            status.success(),
-            "building libamvgpu.so and libamdhip64.so failed"
-        );
-        assert!(
-            dir.join("libamvgpu.so").is_file(),
-            "no libamvgpu.so in {}",
-            dir.display()
-        );
-        assert!(
-            dir.join("libamdhip64.so").is_file(),
-            "no libamdhip64.so in {}",
-            dir.display()
-        );
-    });
+    let hipsim = testkit::libs();
+    let hook = testkit::amvgpu();
+    assert_eq!(
+        hipsim.dir,
+        profile_dir(),
+        "testkit builds into the profile directory of the amvgpu binary"
+    );
+    assert_eq!(hook.parent(), Some(profile_dir().as_path()));
 }
 
 /// A private world: state directory, simulator state, environment.
 pub struct World {
     pub dir: tempfile::TempDir,
+    pub devices: u32,
 }
 
 impl World {
     pub fn new() -> World {
+        World::with_devices(1)
+    }
+
+    /// A simulated host with `devices` identical MI300X GPUs.
+    pub fn with_devices(devices: u32) -> World {
         libraries();
         World {
             dir: tempfile::tempdir().expect("temp dir"),
+            devices,
         }
     }
 
@@ -96,7 +78,7 @@ impl World {
     pub fn configure(&self, command: &mut Command) {
         command
             .env("AMVGPU_TOPOLOGY", "hipsim")
-            .env("HIPSIM_DEVICES", "1")
+            .env("HIPSIM_DEVICES", self.devices.to_string())
             .env("HIPSIM_ARCH", "gfx942")
             .env("HIPSIM_CUS", "304")
             .env("HIPSIM_VRAM", "64g")
@@ -199,7 +181,14 @@ pub fn text(bytes: &[u8]) -> String {
 
 /// The CU set of GPU 0 in an `HSA_CU_MASK` value.
 pub fn gpu0_set(mask: &str) -> cumask::CuSet {
-    let parsed = cumask::HsaCuMask::parse_for(mask, 1, 304)
+    gpu_set(mask, 0)
+}
+
+/// The CU set of (job-local) GPU `gpu` in an `HSA_CU_MASK` value.
+pub fn gpu_set(mask: &str, gpu: usize) -> cumask::CuSet {
+    let parsed = cumask::HsaCuMask::parse(mask)
         .unwrap_or_else(|e| panic!("HSA_CU_MASK={mask:?} does not parse: {e}"));
-    *parsed.get(0).expect("GPU 0 is masked")
+    *parsed
+        .get(gpu)
+        .unwrap_or_else(|| panic!("GPU {gpu} is not masked in {mask:?}"))
 }
