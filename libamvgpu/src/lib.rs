@@ -1,6 +1,4 @@
 //! libamvgpu: a glibc LD_AUDIT module enforcing per-container HIP device-memory limits.
-// Scaffold commit: accounting lands next; until then some helpers are unused.
-#![allow(dead_code)]
 
 mod audit;
 pub mod config;

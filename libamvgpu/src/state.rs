@@ -13,14 +13,61 @@
 use crate::config::{self, Level, Limits};
 use crate::log;
 use crate::snapshot::{Snapshot, Source};
+use crate::symbols::{self, Sym};
+use amvgpu_ledger::{Ledger, Tracker};
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+// The ledger and the configuration must agree on how many devices exist.
+const _: () = assert!(amvgpu_ledger::MAX_DEVICES == config::MAX_DEVICES);
 
 /// Everything an enforcing wrapper needs.
 #[derive(Debug)]
 pub struct State {
     pub limits: Limits,
+    /// Container-wide accounting (shared file, or process-local fallback).
+    pub ledger: Ledger,
+    /// Live allocations: pointer, array or VMM handle -> bytes reserved, device, door.
+    pub live: Tracker,
+    /// Live stream-ordered allocations: pointer -> pool handle (in `bytes`).
+    pub async_pool: Tracker,
+    /// Blocks a pool caches after `hipFreeAsync` (still charged): pointer -> bytes, device.
+    pub pool_cache: Tracker,
+    /// Cached block -> its pool (in `bytes`) and free sequence number (in `device`), so a trim
+    /// can return the most recently freed first, as the runtime does.
+    pub cache_order: Tracker,
+    /// Known memory pools: handle -> device (`door` 1 = created by the program, 2 = default).
+    pub pools: Tracker,
+    /// VMM handle -> live mapping count (in `bytes`) and whether it was released (`door` 1).
+    pub vmm_refs: Tracker,
+    /// VMM mapping start address -> handle (in `bytes`).
+    pub vmm_maps: Tracker,
+    /// Source of cache sequence numbers.
+    pub cache_seq: AtomicU32,
+    /// Set once any pool block was cached, so synchronisations skip the cache scan until then.
+    pub pool_cache_used: AtomicBool,
+    /// True when the runtime uses ROCm 6+ layouts (`hipMemAllocationProp`); judged by whether
+    /// it exports `hipGetDevicePropertiesR0600`, which appeared with that ABI.
+    pub rocm6_abi: bool,
+}
+
+impl State {
+    /// The number of bytes `device` may hold, `None` when it is not limited.
+    #[inline]
+    pub fn allowance(&self, device: i32) -> Option<u64> {
+        self.limits.get(device).allowance()
+    }
+
+    /// False while no pool block was ever cached (Relaxed: a stale false only skips a mirror
+    /// update that the next trim, refusal or reset performs).
+    #[inline]
+    pub fn pool_cache_may_hold(&self) -> bool {
+        self.pool_cache_used.load(Ordering::Relaxed)
+    }
 }
 
 const UNINIT: u64 = 0;
@@ -148,12 +195,110 @@ fn build(snapshot: &Snapshot, source: Source) -> Option<State> {
         return None;
     }
     if log::enabled(Level::Info) {
-        for (device, limit) in limits.per_device.iter().enumerate() {
-            let shared_with_previous = device > 0 && limits.per_device[device - 1] == *limit;
-            if !shared_with_previous && *limit != config::DeviceLimit::Unlimited {
-                log::info!("device {device} and following: limit {limit:?}");
+        // One line per run of devices with the same limit.
+        let mut first = 0;
+        while first < limits.per_device.len() {
+            let limit = limits.per_device[first];
+            let mut last = first;
+            while last + 1 < limits.per_device.len() && limits.per_device[last + 1] == limit {
+                last += 1;
             }
+            match limit {
+                config::DeviceLimit::Unlimited => {}
+                config::DeviceLimit::Bytes(bytes) => {
+                    log::info!("devices {first}..={last}: limit {bytes} bytes")
+                }
+                config::DeviceLimit::Invalid => {
+                    log::info!("devices {first}..={last}: invalid limit, allocations refused")
+                }
+            }
+            first = last + 1;
         }
     }
-    Some(State { limits })
+    let ledger = open_ledger(snapshot);
+    for (device, limit) in limits.per_device.iter().enumerate() {
+        if let Some(bytes) = limit.allowance() {
+            ledger.publish_limit(device as u32, bytes);
+        }
+    }
+    Some(State {
+        limits,
+        ledger,
+        live: Tracker::new(),
+        async_pool: Tracker::new(),
+        pool_cache: Tracker::new(),
+        cache_order: Tracker::new(),
+        pools: Tracker::new(),
+        vmm_refs: Tracker::new(),
+        vmm_maps: Tracker::new(),
+        cache_seq: AtomicU32::new(0),
+        pool_cache_used: AtomicBool::new(false),
+        rocm6_abi: symbols::real(Sym::hipGetDevicePropertiesR0600).is_some(),
+    })
+}
+
+/// Opens the shared ledger, falling back to a process-local one (which still enforces the
+/// limit, only not across processes) with an error naming the path and the reason.
+fn open_ledger(snapshot: &Snapshot) -> Ledger {
+    let path = match snapshot.get(config::SHARED_CACHE_VAR) {
+        Some(value) if !value.is_empty() => PathBuf::from(OsStr::from_bytes(value)),
+        _ => match default_ledger_path() {
+            Ok(path) => path,
+            Err((dir, errno)) => {
+                log::error!(
+                    "cannot create {}: {}; accounting is process-local (other processes of \
+                     the container are not counted)",
+                    dir.display(),
+                    std::io::Error::from_raw_os_error(errno)
+                );
+                return Ledger::process_local();
+            }
+        },
+    };
+    match Ledger::open_shared(&path) {
+        Ok(ledger) => {
+            log::debug!("ledger {}", path.display());
+            ledger
+        }
+        Err(e) => {
+            log::error!(
+                "{e}; accounting is process-local (other processes of the container are not \
+                 counted)"
+            );
+            Ledger::process_local()
+        }
+    }
+}
+
+/// `/tmp/amvgpu/<uid>/ledger`, creating the directories. `/tmp/amvgpu` is shared by every
+/// user (mode 1777, like `/tmp`), the per-user directory is private (0700).
+fn default_ledger_path() -> Result<PathBuf, (PathBuf, i32)> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let top = Path::new("/tmp/amvgpu");
+    let mine = top.join(uid.to_string());
+    make_dir(top, 0o1777)?;
+    make_dir(&mine, 0o700)?;
+    Ok(mine.join("ledger"))
+}
+
+fn make_dir(dir: &Path, mode: libc::mode_t) -> Result<(), (PathBuf, i32)> {
+    let mut c_path = dir.as_os_str().as_bytes().to_vec();
+    c_path.push(0);
+    // SAFETY: `c_path` is NUL-terminated and has no interior NUL (built from a Path we made).
+    let rc = unsafe { libc::mkdir(c_path.as_ptr().cast(), mode) };
+    if rc == 0 {
+        if mode & 0o1000 != 0 {
+            // mkdir applies the umask; the shared top directory must really be 1777.
+            // SAFETY: as above.
+            unsafe { libc::chmod(c_path.as_ptr().cast(), mode) };
+        }
+        return Ok(());
+    }
+    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    if errno == libc::EEXIST {
+        Ok(())
+    } else {
+        Err((dir.to_path_buf(), errno))
+    }
 }

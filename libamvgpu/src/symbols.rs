@@ -11,7 +11,7 @@
 //! runtime's own function.
 
 use crate::elf::DynamicTables;
-use crate::hooks::{alloc, free, query};
+use crate::hooks::{alloc, free, lookup, query};
 use core::ffi::c_char;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
@@ -49,8 +49,43 @@ macro_rules! symbol_table {
 symbol_table! {
     wrapped {
         hipMalloc => alloc::hipMalloc,
+        hipExtMallocWithFlags => alloc::hipExtMallocWithFlags,
+        hipMallocManaged => alloc::hipMallocManaged,
+        hipMallocPitch => alloc::hipMallocPitch,
+        hipMemAllocPitch => alloc::hipMemAllocPitch,
+        hipMalloc3D => alloc::hipMalloc3D,
+        hipMallocArray => alloc::hipMallocArray,
+        hipMalloc3DArray => alloc::hipMalloc3DArray,
+        hipArrayCreate => alloc::hipArrayCreate,
+        hipArray3DCreate => alloc::hipArray3DCreate,
+        hipMallocMipmappedArray => alloc::hipMallocMipmappedArray,
+        hipMipmappedArrayCreate => alloc::hipMipmappedArrayCreate,
+        hipMallocAsync => alloc::hipMallocAsync,
+        hipMallocFromPoolAsync => alloc::hipMallocFromPoolAsync,
+        hipMemCreate => alloc::hipMemCreate,
+        hipMemMap => alloc::hipMemMap,
+        hipMemPoolCreate => alloc::hipMemPoolCreate,
         hipFree => free::hipFree,
+        hipFreeAsync => free::hipFreeAsync,
+        hipFreeArray => free::hipFreeArray,
+        hipArrayDestroy => free::hipArrayDestroy,
+        hipFreeMipmappedArray => free::hipFreeMipmappedArray,
+        hipMipmappedArrayDestroy => free::hipMipmappedArrayDestroy,
+        hipMemRelease => free::hipMemRelease,
+        hipMemUnmap => free::hipMemUnmap,
+        hipMemPoolTrimTo => free::hipMemPoolTrimTo,
+        hipMemPoolDestroy => free::hipMemPoolDestroy,
+        hipDeviceSynchronize => free::hipDeviceSynchronize,
+        hipStreamSynchronize => free::hipStreamSynchronize,
+        hipDeviceReset => free::hipDeviceReset,
         hipMemGetInfo => query::hipMemGetInfo,
+        hipDeviceTotalMem => query::hipDeviceTotalMem,
+        hipDeviceGetAttribute => query::hipDeviceGetAttribute,
+        hipGetDeviceProperties => query::hipGetDeviceProperties,
+        hipGetDevicePropertiesR0000 => query::hipGetDevicePropertiesR0000,
+        hipGetDevicePropertiesR0600 => query::hipGetDevicePropertiesR0600,
+        hipGetProcAddress => lookup::hipGetProcAddress,
+        hipGetDriverEntryPoint => lookup::hipGetDriverEntryPoint,
     }
     real_only {
         hipGetDevice,

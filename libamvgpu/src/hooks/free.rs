@@ -1,17 +1,437 @@
 //! Doors that give device memory back.
-#![allow(non_snake_case)]
+//!
+//! A free releases exactly what its allocation reserved, on the device recorded at allocation
+//! (whatever the calling thread's current device), and only if the runtime's free succeeded.
+//! Unknown pointers and handles pass through untouched and release nothing.
+//!
+//! Pools follow the runtime's model (release threshold 0): `hipFreeAsync` of pool memory puts
+//! the block in its pool's cache, still charged; `hipMemPoolTrimTo(pool, keep)` returns cached
+//! blocks most recently freed first until at most `keep` bytes stay cached;
+//! `hipMemPoolDestroy`, `hipDeviceSynchronize` and a synchronisation of a stream whose device
+//! is known return them all. VMM: a handle's bytes return when it is released *and* every
+//! mapping of it is unmapped, in either order.
+#![allow(non_snake_case, non_upper_case_globals)]
 
-use super::{hook, real};
-use core::ffi::c_void;
+use super::alloc::{default_pool, pool_device};
+use super::{current_device, door, free_tracked, hook, real};
+use crate::state::State;
+use crate::symbols::{self, Sym};
+use amvgpu_ledger::Entry;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::Ordering;
 use hip_sys::*;
 
+/// Releases a freed entry's bytes (or caches a pool block, see the module docs).
+fn settle(state: &State, key: usize, entry: Entry) {
+    if entry.door == door::POOL {
+        if let Some(origin) = state.async_pool.remove(key) {
+            let pool = origin.bytes as usize;
+            let pool_alive = state.pools.get(pool).is_some()
+                || default_pool(entry.device as c_int) == Some(pool);
+            if pool_alive && cache(state, key, entry, pool) {
+                return;
+            }
+        }
+    }
+    state.ledger.release(entry.device, entry.bytes);
+}
+
+/// Records a block its pool now caches; false if it could not be recorded.
+fn cache(state: &State, key: usize, entry: Entry, pool: usize) -> bool {
+    let seq = state.cache_seq.fetch_add(1, Ordering::Relaxed);
+    let order = Entry {
+        bytes: pool as u64,
+        device: seq,
+        door: 0,
+    };
+    if state.cache_order.insert(key, order).is_err() {
+        return false;
+    }
+    if state.pool_cache.insert(key, entry).is_err() {
+        state.cache_order.remove(key);
+        return false;
+    }
+    state.pool_cache_used.store(true, Ordering::Relaxed);
+    true
+}
+
+/// Returns cached blocks on `device` (of `pool` only, if given), most recently freed first,
+/// until at most `keep` bytes of them stay cached. Returns the bytes released.
+fn release_cached(state: &State, device: c_int, pool: Option<usize>, keep: u64) -> u64 {
+    let Ok(device) = u32::try_from(device) else {
+        return 0;
+    };
+    // (key, entry, pool, sequence). Cold path: a program-wide pool trim or synchronisation.
+    let mut blocks: Vec<(usize, Entry, usize, u32)> = Vec::new();
+    state.pool_cache.drain_device(device, |key, entry| {
+        let (owner, seq) = state
+            .cache_order
+            .get(key)
+            .map_or((0, 0), |o| (o.bytes as usize, o.device));
+        blocks.push((key, entry, owner, seq));
+    });
+    let mut cached: u64 = blocks
+        .iter()
+        .filter(|b| pool.map_or(true, |p| p == b.2))
+        .map(|b| b.1.bytes)
+        .sum();
+    // Most recently freed first (wrapping sequence numbers compare by distance from now).
+    let now = state.cache_seq.load(Ordering::Relaxed);
+    blocks.sort_by_key(|b| now.wrapping_sub(b.3));
+    let mut released = 0;
+    for (key, entry, owner, _) in blocks {
+        let selected = pool.map_or(true, |p| p == owner);
+        if selected && cached > keep {
+            cached -= entry.bytes;
+            released += entry.bytes;
+            state.cache_order.remove(key);
+            state.ledger.release(entry.device, entry.bytes);
+        } else if state.pool_cache.insert(key, entry).is_err() {
+            // Cannot keep tracking it: it stays charged in the ledger until the process ends.
+            state.cache_order.remove(key);
+        }
+    }
+    released
+}
+
+/// Returns every pool cache on `device` to the device (the runtime's trim to 0 of each pool
+/// that caches something), mirroring it in the ledger. Used when a stream-ordered allocation
+/// is refused: cached blocks are invisible to the program, so giving them back first is what
+/// the runtime's own release threshold would do. Returns the bytes released.
+pub(crate) fn trim_device_caches(state: &State, device: c_int) -> u64 {
+    let Some(addr) = symbols::real(Sym::hipMemPoolTrimTo) else {
+        return 0;
+    };
+    // SAFETY: the runtime's hipMemPoolTrimTo has this signature.
+    let trim: hipMemPoolTrimTo_fn = unsafe { core::mem::transmute::<usize, _>(addr) };
+    let Ok(dev) = u32::try_from(device) else {
+        return 0;
+    };
+    let mut pools: Vec<usize> = Vec::new();
+    let mut blocks: Vec<(usize, Entry)> = Vec::new();
+    state
+        .pool_cache
+        .drain_device(dev, |key, entry| blocks.push((key, entry)));
+    for &(key, entry) in &blocks {
+        if let Some(order) = state.cache_order.get(key) {
+            if !pools.contains(&(order.bytes as usize)) {
+                pools.push(order.bytes as usize);
+            }
+        }
+        let _ = state.pool_cache.insert(key, entry);
+    }
+    let mut released = 0;
+    for pool in pools {
+        // SAFETY: `pool` is a pool the runtime handed out; trimming to 0 returns its cache.
+        if unsafe { trim(pool as hipMemPool_t, 0) } == hipSuccess {
+            released += release_cached(state, device, Some(pool), 0);
+        }
+    }
+    released
+}
+
 /// `hipFree`.
+///
+/// # Safety
+/// HIP's contract for `hipFree`.
 pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> hipError_t {
     let real = real!(hipFree: hipFree_fn);
-    let Some(_active) = hook() else {
+    let Some(active) = hook() else {
         // SAFETY: forwarding the caller's arguments unchanged to the real function.
         return unsafe { real(ptr) };
     };
-    // SAFETY: as above.
-    unsafe { real(ptr) }
+    let state = active.state;
+    // SAFETY: forwarding the caller's argument.
+    let (rc, freed) = free_tracked(state, ptr as usize, || unsafe { real(ptr) });
+    if let Some(entry) = freed {
+        state.async_pool.remove(ptr as usize);
+        state.ledger.release(entry.device, entry.bytes);
+    }
+    rc
+}
+
+/// `hipFreeAsync`: pool memory goes to its pool's cache (still charged), other memory is freed.
+///
+/// # Safety
+/// HIP's contract for `hipFreeAsync`.
+pub unsafe extern "C" fn hipFreeAsync(ptr: *mut c_void, stream: hipStream_t) -> hipError_t {
+    let real = real!(hipFreeAsync: hipFreeAsync_fn);
+    let Some(active) = hook() else {
+        // SAFETY: forwarding the caller's arguments unchanged to the real function.
+        return unsafe { real(ptr, stream) };
+    };
+    let state = active.state;
+    // SAFETY: forwarding the caller's arguments.
+    let (rc, freed) = free_tracked(state, ptr as usize, || unsafe { real(ptr, stream) });
+    if let Some(entry) = freed {
+        settle(state, ptr as usize, entry);
+    }
+    rc
+}
+
+/// A free door for arrays and mipmapped arrays.
+fn free_key(key: usize, call: impl FnOnce() -> hipError_t) -> hipError_t {
+    let Some(active) = hook() else {
+        return call();
+    };
+    let (rc, freed) = free_tracked(active.state, key, call);
+    if let Some(entry) = freed {
+        active.state.ledger.release(entry.device, entry.bytes);
+    }
+    rc
+}
+
+/// `hipFreeArray`.
+///
+/// # Safety
+/// HIP's contract for `hipFreeArray`.
+pub unsafe extern "C" fn hipFreeArray(array: hipArray_t) -> hipError_t {
+    let real = real!(hipFreeArray: hipFreeArray_fn);
+    // SAFETY: forwarding the caller's argument.
+    free_key(array as usize, || unsafe { real(array) })
+}
+
+/// `hipArrayDestroy`.
+///
+/// # Safety
+/// HIP's contract for `hipArrayDestroy`.
+pub unsafe extern "C" fn hipArrayDestroy(array: hipArray_t) -> hipError_t {
+    let real = real!(hipArrayDestroy: hipArrayDestroy_fn);
+    // SAFETY: forwarding the caller's argument.
+    free_key(array as usize, || unsafe { real(array) })
+}
+
+/// `hipFreeMipmappedArray`.
+///
+/// # Safety
+/// HIP's contract for `hipFreeMipmappedArray`.
+pub unsafe extern "C" fn hipFreeMipmappedArray(array: hipMipmappedArray_t) -> hipError_t {
+    let real = real!(hipFreeMipmappedArray: hipFreeMipmappedArray_fn);
+    // SAFETY: forwarding the caller's argument.
+    free_key(array as usize, || unsafe { real(array) })
+}
+
+/// `hipMipmappedArrayDestroy`.
+///
+/// # Safety
+/// HIP's contract for `hipMipmappedArrayDestroy`.
+pub unsafe extern "C" fn hipMipmappedArrayDestroy(array: hipMipmappedArray_t) -> hipError_t {
+    let real = real!(hipMipmappedArrayDestroy: hipMipmappedArrayDestroy_fn);
+    // SAFETY: forwarding the caller's argument.
+    free_key(array as usize, || unsafe { real(array) })
+}
+
+/// Returns a VMM handle's bytes once it is released and unmapped everywhere.
+fn finish_handle_if_done(state: &State, handle: usize) {
+    let Some(refs) = state.vmm_refs.get(handle) else {
+        return;
+    };
+    if refs.bytes == 0 && refs.door == 1 {
+        state.vmm_refs.remove(handle);
+        if let Some(entry) = state.live.remove(handle) {
+            state.ledger.release(entry.device, entry.bytes);
+        }
+    }
+}
+
+/// `hipMemRelease`.
+///
+/// # Safety
+/// HIP's contract for `hipMemRelease`.
+pub unsafe extern "C" fn hipMemRelease(handle: hipMemGenericAllocationHandle_t) -> hipError_t {
+    let real = real!(hipMemRelease: hipMemRelease_fn);
+    // SAFETY: forwarding the caller's argument unchanged.
+    let rc = unsafe { real(handle) };
+    let Some(active) = hook() else {
+        return rc;
+    };
+    let state = active.state;
+    let key = handle as usize;
+    if rc != hipSuccess {
+        return rc;
+    }
+    let Some(owner) = state.live.get(key) else {
+        return rc;
+    };
+    let refs = state.vmm_refs.get(key).unwrap_or(Entry {
+        bytes: 0,
+        device: owner.device,
+        door: 0,
+    });
+    if state
+        .vmm_refs
+        .insert(key, Entry { door: 1, ..refs })
+        .is_err()
+    {
+        // Cannot remember the pending release: count the bytes as returned now.
+        state.vmm_refs.remove(key);
+        if let Some(entry) = state.live.remove(key) {
+            state.ledger.release(entry.device, entry.bytes);
+        }
+        return rc;
+    }
+    finish_handle_if_done(state, key);
+    rc
+}
+
+/// `hipMemUnmap`.
+///
+/// # Safety
+/// HIP's contract for `hipMemUnmap`.
+pub unsafe extern "C" fn hipMemUnmap(ptr: *mut c_void, size: usize) -> hipError_t {
+    let real = real!(hipMemUnmap: hipMemUnmap_fn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(ptr, size) };
+    let Some(active) = hook() else {
+        return rc;
+    };
+    let state = active.state;
+    if rc != hipSuccess {
+        return rc;
+    }
+    let Some(mapping) = state.vmm_maps.remove(ptr as usize) else {
+        return rc;
+    };
+    let handle = mapping.bytes as usize;
+    if let Some(refs) = state.vmm_refs.get(handle) {
+        let _ = state.vmm_refs.insert(
+            handle,
+            Entry {
+                bytes: refs.bytes.saturating_sub(1),
+                ..refs
+            },
+        );
+        finish_handle_if_done(state, handle);
+    }
+    rc
+}
+
+/// `hipMemPoolTrimTo`.
+///
+/// # Safety
+/// HIP's contract for `hipMemPoolTrimTo`.
+pub unsafe extern "C" fn hipMemPoolTrimTo(
+    pool: hipMemPool_t,
+    min_bytes_to_hold: usize,
+) -> hipError_t {
+    let real = real!(hipMemPoolTrimTo: hipMemPoolTrimTo_fn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(pool, min_bytes_to_hold) };
+    let Some(active) = hook() else {
+        return rc;
+    };
+    if rc == hipSuccess {
+        if let Some(device) = pool_device(active.state, pool as usize) {
+            release_cached(
+                active.state,
+                device,
+                Some(pool as usize),
+                min_bytes_to_hold as u64,
+            );
+        }
+    }
+    rc
+}
+
+/// `hipMemPoolDestroy`: its cache returns to the device.
+///
+/// # Safety
+/// HIP's contract for `hipMemPoolDestroy`.
+pub unsafe extern "C" fn hipMemPoolDestroy(pool: hipMemPool_t) -> hipError_t {
+    let real = real!(hipMemPoolDestroy: hipMemPoolDestroy_fn);
+    let Some(active) = hook() else {
+        // SAFETY: forwarding the caller's argument unchanged.
+        return unsafe { real(pool) };
+    };
+    let device = pool_device(active.state, pool as usize);
+    // SAFETY: forwarding the caller's argument unchanged.
+    let rc = unsafe { real(pool) };
+    if rc == hipSuccess {
+        if let Some(device) = device {
+            release_cached(active.state, device, Some(pool as usize), 0);
+        }
+        active.state.pools.remove(pool as usize);
+    }
+    rc
+}
+
+/// `hipDeviceSynchronize`: the runtime returns every pool cache of the current device.
+///
+/// # Safety
+/// HIP's contract for `hipDeviceSynchronize`.
+pub unsafe extern "C" fn hipDeviceSynchronize() -> hipError_t {
+    let real = real!(hipDeviceSynchronize: hipDeviceSynchronize_fn);
+    // SAFETY: no arguments.
+    let rc = unsafe { real() };
+    let Some(active) = hook() else {
+        return rc;
+    };
+    if rc == hipSuccess && active.state.pool_cache_may_hold() {
+        if let Ok(device) = current_device() {
+            release_cached(active.state, device, None, 0);
+        }
+    }
+    rc
+}
+
+/// `hipStreamSynchronize`: as `hipDeviceSynchronize` for the stream's device, when the hook
+/// can tell which device that is (the NULL stream, or a runtime exporting
+/// `hipStreamGetDevice`); otherwise the mirror keeps the blocks charged until a trim, a
+/// refusal-driven trim or a reset.
+///
+/// # Safety
+/// HIP's contract for `hipStreamSynchronize`.
+pub unsafe extern "C" fn hipStreamSynchronize(stream: hipStream_t) -> hipError_t {
+    let real = real!(hipStreamSynchronize: hipStreamSynchronize_fn);
+    // SAFETY: forwarding the caller's argument unchanged.
+    let rc = unsafe { real(stream) };
+    let Some(active) = hook() else {
+        return rc;
+    };
+    if rc == hipSuccess && active.state.pool_cache_may_hold() {
+        let device = if stream.is_null() || symbols::real(Sym::hipStreamGetDevice).is_some() {
+            super::alloc::stream_device(stream).ok()
+        } else {
+            None
+        };
+        if let Some(device) = device {
+            release_cached(active.state, device, None, 0);
+        }
+    }
+    rc
+}
+
+/// `hipDeviceReset`: the runtime frees everything this process holds on the current device.
+///
+/// # Safety
+/// HIP's contract for `hipDeviceReset`.
+pub unsafe extern "C" fn hipDeviceReset() -> hipError_t {
+    let real = real!(hipDeviceReset: hipDeviceReset_fn);
+    let Some(active) = hook() else {
+        // SAFETY: no arguments.
+        return unsafe { real() };
+    };
+    let state = active.state;
+    let device = current_device();
+    // SAFETY: no arguments.
+    let rc = unsafe { real() };
+    let (hipSuccess, Ok(device)) = (rc, device) else {
+        return rc;
+    };
+    let Ok(device) = u32::try_from(device) else {
+        return rc;
+    };
+    state.live.drain_device(device, |key, entry| {
+        state.async_pool.remove(key);
+        state.ledger.release(entry.device, entry.bytes);
+    });
+    state.pool_cache.drain_device(device, |key, entry| {
+        state.cache_order.remove(key);
+        state.ledger.release(entry.device, entry.bytes);
+    });
+    state.async_pool.drain_device(device, |_, _| {});
+    state.vmm_maps.drain_device(device, |_, _| {});
+    state.vmm_refs.drain_device(device, |_, _| {});
+    state.pools.drain_device(device, |_, _| {});
+    rc
 }

@@ -90,17 +90,6 @@ pub(crate) fn current_device() -> Result<c_int, hipError_t> {
     }
 }
 
-/// Writes `value` through `out` if it is not NULL.
-///
-/// # Safety
-/// `out` must be NULL or valid for writing a `T`.
-pub(crate) unsafe fn write_out<T>(out: *mut T, value: T) {
-    if !out.is_null() {
-        // SAFETY: non-NULL and valid per the caller's guarantee.
-        unsafe { out.write(value) };
-    }
-}
-
 /// Reads `*ptr` if `ptr` is not NULL.
 ///
 /// # Safety
@@ -111,5 +100,167 @@ pub(crate) unsafe fn read_in<T: Copy>(ptr: *const T) -> Option<T> {
     } else {
         // SAFETY: non-NULL and valid per the caller's guarantee.
         Some(unsafe { ptr.read() })
+    }
+}
+
+/// Which door made an allocation (stored in the tracker entry).
+pub(crate) mod door {
+    pub const LINEAR: u8 = 1;
+    pub const MANAGED: u8 = 2;
+    pub const PITCHED: u8 = 3;
+    pub const ARRAY: u8 = 4;
+    pub const MIPMAPPED: u8 = 5;
+    pub const POOL: u8 = 6;
+    pub const VMM: u8 = 7;
+}
+
+/// What an allocation door is about to take.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Charge {
+    /// The device the memory lands on.
+    pub device: c_int,
+    /// Bytes to reserve before the call: the runtime's rounded size, or an upper estimate
+    /// that is corrected once the real size is known.
+    pub bytes: u64,
+    pub door: u8,
+    /// The door's name, for the log.
+    pub name: &'static str,
+}
+
+/// Reserves `bytes` on `device` under `limit`, logging a refusal.
+pub(crate) fn reserve(state: &State, charge: &Charge, bytes: u64, limit: u64) -> bool {
+    match state.ledger.reserve(charge.device as u32, bytes, limit) {
+        Ok(()) => true,
+        Err(refused) => {
+            log_refusal(charge, &refused);
+            false
+        }
+    }
+}
+
+/// Logs that `charge` is answered with `hipErrorOutOfMemory`.
+pub(crate) fn log_refusal(charge: &Charge, refused: &amvgpu_ledger::Refused) {
+    log::warn!(
+        "{} refused with hipErrorOutOfMemory: {}",
+        charge.name,
+        refused
+    );
+}
+
+/// Runs one allocation door under the limit.
+///
+/// Reserve before the real call (so concurrent allocations can never overshoot), release if
+/// it fails, then correct the reservation to the size the runtime really took and track the
+/// result so the matching free releases exactly that. `call` performs the real allocation;
+/// `result` reads back the key (pointer, array or handle) and the real size after success
+/// (`None`: nothing was allocated, e.g. a zero-sized pitched allocation); `undo` frees a
+/// successful allocation the hook must refuse after all.
+pub(crate) fn allocate(
+    state: &State,
+    charge: Charge,
+    call: impl FnOnce() -> hipError_t,
+    result: impl FnOnce() -> Option<(usize, u64)>,
+    undo: impl FnOnce(usize),
+) -> hipError_t {
+    let Some(limit) = state.allowance(charge.device) else {
+        return call();
+    };
+    if !(0..crate::config::MAX_DEVICES as c_int).contains(&charge.device) {
+        // Let the runtime judge the device id: its error is the right answer. If it accepts
+        // a device we cannot account for, the allocation must not escape the limit.
+        let rc = call();
+        if rc == hip_sys::hipSuccess {
+            if let Some((key, _)) = result() {
+                undo(key);
+            }
+            log::error!(
+                "{}: device {} is outside the accounted range; refused",
+                charge.name,
+                charge.device
+            );
+            return hip_sys::hipErrorOutOfMemory;
+        }
+        return rc;
+    }
+    if charge.bytes == 0 {
+        // Nothing to charge (zero-sized requests): the runtime answers as it does unhooked.
+        return call();
+    }
+    if !reserve(state, &charge, charge.bytes, limit) {
+        return hip_sys::hipErrorOutOfMemory;
+    }
+    let device = charge.device as u32;
+    let rc = call();
+    if rc != hip_sys::hipSuccess {
+        state.ledger.release(device, charge.bytes);
+        return rc;
+    }
+    let Some((key, real_bytes)) = result() else {
+        state.ledger.release(device, charge.bytes);
+        return rc;
+    };
+    if real_bytes > charge.bytes {
+        if !reserve(state, &charge, real_bytes - charge.bytes, limit) {
+            undo(key);
+            state.ledger.release(device, charge.bytes);
+            return hip_sys::hipErrorOutOfMemory;
+        }
+    } else if real_bytes < charge.bytes {
+        state.ledger.release(device, charge.bytes - real_bytes);
+    }
+    if real_bytes == 0 {
+        return rc;
+    }
+    track(state, &charge, key, real_bytes, undo)
+}
+
+/// Records a successful allocation of `bytes` (already reserved) under `key`.
+pub(crate) fn track(
+    state: &State,
+    charge: &Charge,
+    key: usize,
+    bytes: u64,
+    undo: impl FnOnce(usize),
+) -> hipError_t {
+    let device = charge.device as u32;
+    let entry = amvgpu_ledger::Entry {
+        bytes,
+        device,
+        door: charge.door,
+    };
+    match state.live.insert_or_replace(key, entry) {
+        Ok(None) => hip_sys::hipSuccess,
+        Ok(Some(stale)) => {
+            // The runtime handed out the same key again, so its free went unseen (e.g. made
+            // while the hook was re-entered): the old bytes are no longer held.
+            state.ledger.release(stale.device, stale.bytes);
+            hip_sys::hipSuccess
+        }
+        Err(full) => {
+            log::error!("{}: {full}; allocation undone", charge.name);
+            undo(key);
+            state.ledger.release(device, bytes);
+            hip_sys::hipErrorOutOfMemory
+        }
+    }
+}
+
+/// Runs a free door for a tracked key: the entry is taken first (so a concurrent reuse of the
+/// address by the runtime cannot be confused with it), the real free runs, and the bytes are
+/// released only if it succeeded. Unknown keys pass through untouched.
+pub(crate) fn free_tracked(
+    state: &State,
+    key: usize,
+    call: impl FnOnce() -> hipError_t,
+) -> (hipError_t, Option<amvgpu_ledger::Entry>) {
+    let Some(entry) = state.live.remove(key) else {
+        return (call(), None);
+    };
+    let rc = call();
+    if rc == hip_sys::hipSuccess {
+        (rc, Some(entry))
+    } else {
+        let _ = state.live.insert(key, entry);
+        (rc, None)
     }
 }

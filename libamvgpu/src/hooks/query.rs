@@ -1,16 +1,188 @@
-//! Doors that report memory sizes.
+//! Doors that report memory sizes: every caller sees the limit, never the physical card.
+//!
+//! For a limited device, total = min(limit, real total) in every door (so they all agree), and
+//! `hipMemGetInfo`'s free = min(limit - container usage, real free), never above total. An
+//! invalid or zero limit reports 0. Each wrapper calls the real function first: NULL
+//! out-pointers and bad device ids get the runtime's own error, untouched, and nothing is
+//! written then.
 #![allow(non_snake_case)]
 
-use super::{hook, real};
+use super::{current_device, hook, real};
+use crate::config::MAX_DEVICES;
+use crate::state::State;
+use core::ffi::c_int;
 use hip_sys::*;
 
-/// `hipMemGetInfo`.
+/// The total memory to report for `device`, or `None` to report the real value.
+fn virtual_total(state: &State, device: c_int, real_total: u64) -> Option<u64> {
+    state.allowance(device).map(|limit| limit.min(real_total))
+}
+
+/// `hipMemGetInfo` (current device).
+///
+/// # Safety
+/// HIP's contract for `hipMemGetInfo`.
 pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> hipError_t {
     let real = real!(hipMemGetInfo: hipMemGetInfo_fn);
-    let Some(_active) = hook() else {
-        // SAFETY: forwarding the caller's arguments unchanged to the real function.
-        return unsafe { real(free, total) };
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(free, total) };
+    let Some(active) = hook() else {
+        return rc;
     };
-    // SAFETY: as above.
-    unsafe { real(free, total) }
+    let state = active.state;
+    if rc != hipSuccess || free.is_null() || total.is_null() {
+        return rc;
+    }
+    let Ok(device) = current_device() else {
+        return rc;
+    };
+    // SAFETY: the runtime just wrote both (non-NULL) out-pointers.
+    let (real_free, real_total) = unsafe { (*free as u64, *total as u64) };
+    let Some(limit) = state.allowance(device) else {
+        return rc;
+    };
+    let usage = if (0..MAX_DEVICES as c_int).contains(&device) {
+        state.ledger.container_usage(device as u32)
+    } else {
+        u64::MAX
+    };
+    let total_bytes = limit.min(real_total);
+    let free_bytes = limit.saturating_sub(usage).min(real_free).min(total_bytes);
+    // SAFETY: both out-pointers are non-NULL and were just written by the runtime.
+    unsafe {
+        *free = free_bytes as usize;
+        *total = total_bytes as usize;
+    }
+    rc
 }
+
+/// `hipDeviceTotalMem`.
+///
+/// # Safety
+/// HIP's contract for `hipDeviceTotalMem`.
+pub unsafe extern "C" fn hipDeviceTotalMem(bytes: *mut usize, device: hipDevice_t) -> hipError_t {
+    let real = real!(hipDeviceTotalMem: hipDeviceTotalMem_fn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(bytes, device) };
+    let Some(active) = hook() else {
+        return rc;
+    };
+    if rc == hipSuccess && !bytes.is_null() {
+        // SAFETY: non-NULL and just written by the runtime.
+        let real_total = unsafe { *bytes } as u64;
+        if let Some(total) = virtual_total(active.state, device, real_total) {
+            // SAFETY: as above.
+            unsafe { *bytes = total as usize };
+        }
+    }
+    rc
+}
+
+/// `hipDeviceGetAttribute`: only `hipDeviceAttributeTotalGlobalMem` changes (an `int`, clamped
+/// to `INT32_MAX` like the runtime's own answer).
+///
+/// # Safety
+/// HIP's contract for `hipDeviceGetAttribute`.
+pub unsafe extern "C" fn hipDeviceGetAttribute(
+    value: *mut c_int,
+    attr: hipDeviceAttribute_t,
+    device: c_int,
+) -> hipError_t {
+    let real = real!(hipDeviceGetAttribute: hipDeviceGetAttribute_fn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(value, attr, device) };
+    if attr != hipDeviceAttributeTotalGlobalMem || rc != hipSuccess || value.is_null() {
+        return rc;
+    }
+    let Some(active) = hook() else {
+        return rc;
+    };
+    // SAFETY: non-NULL and just written by the runtime.
+    let real_total = u64::try_from(unsafe { *value }).unwrap_or(0);
+    if let Some(total) = virtual_total(active.state, device, real_total) {
+        // SAFETY: as above.
+        unsafe { *value = total.min(i32::MAX as u64) as c_int };
+    }
+    rc
+}
+
+/// Patches `totalGlobalMem` of a property struct the runtime filled.
+///
+/// # Safety
+/// `total` must point to the `totalGlobalMem` field of a property struct just written.
+unsafe fn patch_total(device: c_int, total: *mut usize) {
+    let Some(active) = hook() else {
+        return;
+    };
+    // SAFETY: caller guarantee.
+    let real_total = unsafe { *total } as u64;
+    if let Some(bytes) = virtual_total(active.state, device, real_total) {
+        // SAFETY: caller guarantee.
+        unsafe { *total = bytes as usize };
+    }
+}
+
+/// `hipGetDeviceProperties` (the plain export fills the legacy R0000 layout).
+///
+/// # Safety
+/// HIP's contract for `hipGetDeviceProperties`.
+pub unsafe extern "C" fn hipGetDeviceProperties(
+    prop: *mut hipDeviceProp_tR0000,
+    device: c_int,
+) -> hipError_t {
+    let real = real!(hipGetDeviceProperties: hipGetDeviceProperties_fn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(prop, device) };
+    if rc == hipSuccess && !prop.is_null() {
+        // SAFETY: the runtime filled `*prop`; the field offset is checked in hip-sys.
+        unsafe { patch_total(device, core::ptr::addr_of_mut!((*prop).totalGlobalMem)) };
+    }
+    rc
+}
+
+/// `hipGetDevicePropertiesR0000` (legacy layout).
+///
+/// # Safety
+/// HIP's contract for `hipGetDevicePropertiesR0000`.
+pub unsafe extern "C" fn hipGetDevicePropertiesR0000(
+    prop: *mut hipDeviceProp_tR0000,
+    device: c_int,
+) -> hipError_t {
+    let real = real!(hipGetDevicePropertiesR0000: hipGetDevicePropertiesR0000_fn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(prop, device) };
+    if rc == hipSuccess && !prop.is_null() {
+        // SAFETY: the runtime filled `*prop`; the field offset is checked in hip-sys.
+        unsafe { patch_total(device, core::ptr::addr_of_mut!((*prop).totalGlobalMem)) };
+    }
+    rc
+}
+
+/// `hipGetDevicePropertiesR0600` (ROCm 6 layout; what `hipGetDeviceProperties` means in
+/// programs built against ROCm 6+ headers).
+///
+/// # Safety
+/// HIP's contract for `hipGetDevicePropertiesR0600`.
+pub unsafe extern "C" fn hipGetDevicePropertiesR0600(
+    prop: *mut hipDeviceProp_tR0600,
+    device: c_int,
+) -> hipError_t {
+    let real = real!(hipGetDevicePropertiesR0600: hipGetDevicePropertiesR0600_fn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(prop, device) };
+    if rc == hipSuccess && !prop.is_null() {
+        // SAFETY: the runtime filled `*prop`; the field offset is checked in hip-sys.
+        unsafe { patch_total(device, core::ptr::addr_of_mut!((*prop).totalGlobalMem)) };
+    }
+    rc
+}
+
+// The offsets the patches rely on, restated where they are used.
+const _: () = assert!(
+    core::mem::offset_of!(hipDeviceProp_tR0000, totalGlobalMem)
+        == HIP_DEVICE_PROP_R0000_TOTAL_GLOBAL_MEM_OFFSET
+);
+const _: () = assert!(
+    core::mem::offset_of!(hipDeviceProp_tR0600, totalGlobalMem)
+        == HIP_DEVICE_PROP_R0600_TOTAL_GLOBAL_MEM_OFFSET
+);
