@@ -75,6 +75,13 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
+/// Half the interquartile range: the run-to-run noise a difference must beat to mean anything.
+fn noise(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN timings"));
+    let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+    (q(0.75) - q(0.25)) / 2.0
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN timings"));
     let n = v.len();
@@ -119,7 +126,7 @@ impl Bench {
                 ));
             }
         }
-        let work = profile_dir.join("hookbench");
+        let work = profile_dir.join("hookbench-work");
         std::fs::create_dir_all(&work).map_err(|e| format!("create {}: {e}", work.display()))?;
         let quick = std::env::var_os("HOOKBENCH_QUICK").is_some();
         Ok(Bench {
@@ -270,16 +277,17 @@ impl Bench {
             median(&mut p2),
             median(&mut h2),
         );
+        let (n1, n2) = (noise(&mut p1), noise(&mut p2));
         let added1 = mh1 - mp1;
         let added2 = mh2 - mp2;
         println!(
             "(a) hipMalloc+hipFree, 1 thread : plain {mp1:9.1} ns  hooked {mh1:9.1} ns  \
-             added {added1:8.1} ns   target <= 60 ns             {}",
+             added {added1:8.1} ns (noise +-{n1:.1})   target <= 60 ns   {}",
             verdict(added1 <= 60.0)
         );
         println!(
             "(a) hipMalloc+hipFree, 2 threads: plain {mp2:9.1} ns  hooked {mh2:9.1} ns  \
-             added {added2:8.1} ns   target <= 2 x {added1:.1} = {:.1} ns  {}",
+             added {added2:8.1} ns (noise +-{n2:.1})   target <= 2 x {added1:.1} = {:.1} ns   {}",
             2.0 * added1.max(0.0),
             verdict(added2 <= 2.0 * added1.max(0.0) || added2 <= 0.0)
         );
@@ -296,10 +304,11 @@ impl Bench {
                 h.push(self.hotloop(&exe, mode, query_iters, 1, true)?);
             }
             let (mp, mh) = (median(&mut p), median(&mut h));
+            let n = noise(&mut p);
             let added = mh - mp;
             println!(
-                "(b) {name:<28}: plain {mp:9.1} ns  hooked {mh:9.1} ns  added {added:8.1} ns   \
-                 target <= 30 ns             {}",
+                "(b) {name:<28}: plain {mp:9.1} ns  hooked {mh:9.1} ns  added {added:8.1} ns \
+                 (noise +-{n:.1})   target <= 30 ns   {}",
                 verdict(added <= 30.0)
             );
         }
@@ -310,51 +319,71 @@ impl Bench {
     /// lazily and with `-z now`; the wall time of whole runs, plain vs hooked.
     fn startup(&self) -> Result<(), String> {
         const FUNCTIONS: usize = 20_000;
-        let lib_c = self.work.join("bindmany_lib.c");
+        // Generated as assembly: `as` takes well under a second for what takes cc a minute.
+        let lib_s = self.work.join(format!("bindmany{FUNCTIONS}_lib.S"));
+        let calls_s = self.work.join(format!("bindmany{FUNCTIONS}_calls.S"));
         let main_c = self.work.join("bindmany_main.c");
-        let lib = self.work.join("libbindmany.so");
-        if !lib.is_file() {
-            let mut src = String::with_capacity(FUNCTIONS * 48);
+        let lib = self.work.join(format!("libbindmany{FUNCTIONS}.so"));
+        let lazy = self.work.join(format!("bindmany{FUNCTIONS}_lazy"));
+        let now = self.work.join(format!("bindmany{FUNCTIONS}_now"));
+        if !(lib.is_file() && lazy.is_file() && now.is_file()) {
+            let mut lib_src = String::from("    .text\n");
+            let mut calls_src = String::from(
+                "    .text\n    .globl bindmany_call_all\n    .type bindmany_call_all,@function\n\
+                 bindmany_call_all:\n    push %rbx\n    xor %ebx, %ebx\n",
+            );
             for i in 0..FUNCTIONS {
-                src.push_str(&format!("int bindmany_{i}(int x) {{ return x + {i}; }}\n"));
+                lib_src.push_str(&format!(
+                    "    .globl bindmany_{i}\n    .type bindmany_{i},@function\nbindmany_{i}:\n\
+                     \x20   lea {i}(%rdi), %eax\n    ret\n"
+                ));
+                calls_src.push_str(&format!(
+                    "    mov $1, %edi\n    call bindmany_{i}@PLT\n    add %eax, %ebx\n"
+                ));
             }
-            std::fs::write(&lib_c, src).map_err(|e| format!("write {}: {e}", lib_c.display()))?;
+            lib_src.push_str("    .section .note.GNU-stack,\"\",@progbits\n");
+            calls_src.push_str(
+                "    mov %ebx, %eax\n    pop %rbx\n    ret\n    .section .note.GNU-stack,\"\",@progbits\n",
+            );
+            std::fs::write(&lib_s, lib_src)
+                .map_err(|e| format!("write {}: {e}", lib_s.display()))?;
+            std::fs::write(&calls_s, calls_src)
+                .map_err(|e| format!("write {}: {e}", calls_s.display()))?;
+            std::fs::write(
+                &main_c,
+                "#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n\
+                 int bindmany_call_all(void);\n\
+                 int main(void) {\n\
+                 \x20 int count = 0;\n\
+                 \x20 void *p = 0;\n\
+                 \x20 if (hipGetDeviceCount(&count) != hipSuccess) return 1;\n\
+                 \x20 if (hipMalloc(&p, 4096) != hipSuccess || hipFree(p) != hipSuccess) return 1;\n\
+                 \x20 printf(\"%d\\n\", bindmany_call_all());\n\
+                 \x20 return 0;\n}\n",
+            )
+            .map_err(|e| format!("write {}: {e}", main_c.display()))?;
             let out = Command::new("cc")
-                .args(["-O0", "-shared", "-fPIC"])
-                .arg(&lib_c)
+                .args(["-shared", "-fPIC"])
+                .arg(&lib_s)
                 .arg("-o")
                 .arg(&lib)
                 .output()
                 .map_err(|e| format!("run cc: {e}"))?;
             if !out.status.success() {
                 return Err(format!(
-                    "building libbindmany.so: {}",
+                    "building {}: {}",
+                    lib.display(),
                     String::from_utf8_lossy(&out.stderr)
                 ));
             }
-        }
-        let mut src = String::from("#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n");
-        for i in 0..FUNCTIONS {
-            src.push_str(&format!("int bindmany_{i}(int);\n"));
-        }
-        src.push_str(
-            "int main(void) {\n  int count = 0;\n  if (hipGetDeviceCount(&count) != hipSuccess) return 1;\n  \
-             void *p = 0;\n  if (hipMalloc(&p, 4096) != hipSuccess || hipFree(p) != hipSuccess) return 1;\n  \
-             long s = 0;\n",
-        );
-        for i in 0..FUNCTIONS {
-            src.push_str(&format!("  s += bindmany_{i}(1);\n"));
-        }
-        src.push_str("  printf(\"%ld\\n\", s);\n  return 0;\n}\n");
-        std::fs::write(&main_c, src).map_err(|e| format!("write {}: {e}", main_c.display()))?;
-        let lazy = self.work.join("bindmany_lazy");
-        let now = self.work.join("bindmany_now");
-        let rpath = format!("-Wl,-rpath,{}", self.work.display());
-        let link = format!("-L{}", self.work.display());
-        for (exe, extra) in [(&lazy, vec![]), (&now, vec!["-Wl,-z,now"])] {
-            let mut args = vec![link.as_str(), rpath.as_str(), "-lbindmany", "-O0"];
-            args.extend(extra);
-            self.cc(&[&main_c], exe, &args)?;
+            let rpath = format!("-Wl,-rpath,{}", self.work.display());
+            let link = format!("-L{}", self.work.display());
+            let lib_flag = format!("-lbindmany{FUNCTIONS}");
+            for (exe, extra) in [(&lazy, vec![]), (&now, vec!["-Wl,-z,now"])] {
+                let mut args = vec![link.as_str(), rpath.as_str(), lib_flag.as_str()];
+                args.extend(extra);
+                self.cc(&[&main_c, &calls_s], exe, &args)?;
+            }
         }
         let runs = if self.quick { 5 } else { 41 };
         for (exe, label) in [(&lazy, "lazy  "), (&now, "-z now")] {
@@ -367,8 +396,13 @@ impl Bench {
                         cmd.env("LD_BIND_NOW", "1");
                     }
                     let t0 = Instant::now();
-                    self.run(&mut cmd, "bindmany")?;
+                    let out = self.run(&mut cmd, "bindmany")?;
                     let ms = t0.elapsed().as_secs_f64() * 1e3;
+                    // every function called once: sum of (1 + i)
+                    let expected = FUNCTIONS * (FUNCTIONS + 1) / 2;
+                    if out.trim() != expected.to_string() {
+                        return Err(format!("bindmany printed {out:?}, expected {expected}"));
+                    }
                     if is_hooked {
                         hooked.push(ms);
                     } else {
@@ -377,10 +411,11 @@ impl Bench {
                 }
             }
             let (mp, mh) = (median(&mut plain), median(&mut hooked));
+            let n = noise(&mut plain) / mp * 100.0;
             let pct = (mh / mp - 1.0) * 100.0;
             println!(
                 "(c) start-up, {FUNCTIONS} bindings {label}: plain {mp:7.2} ms  hooked {mh:7.2} ms  \
-                 {pct:+6.1}%   target <= +5%                {}",
+                 {pct:+6.1}% (noise +-{n:.1}%)   target <= +5%   {}",
                 verdict(pct <= 5.0)
             );
         }

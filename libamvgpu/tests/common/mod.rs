@@ -107,7 +107,7 @@ pub fn fixture(name: &str, runtime: Runtime, binding: Binding) -> PathBuf {
     let out_dir = profile_dir().join("hooktests-fixtures");
     std::fs::create_dir_all(&out_dir).expect("create fixture output dir");
     let out = out_dir.join(format!(
-        "{name}-{}-{}-{}",
+        "{name}-{}-{}",
         match runtime {
             Runtime::Sim => "sim",
             Runtime::Real => "real",
@@ -116,8 +116,10 @@ pub fn fixture(name: &str, runtime: Runtime, binding: Binding) -> PathBuf {
             Binding::Lazy => "lazy",
             Binding::Now => "now",
         },
-        std::process::id()
     ));
+    // Compile to a private name and rename: test binaries running at once never see a
+    // half-written executable.
+    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
     let src = fixtures_dir().join(format!("{name}.c"));
     let mut cc = Command::new(std::env::var_os("CC").unwrap_or_else(|| OsString::from("cc")));
     cc.args([
@@ -130,7 +132,7 @@ pub fn fixture(name: &str, runtime: Runtime, binding: Binding) -> PathBuf {
     ])
     .arg(&src)
     .arg("-o")
-    .arg(&out);
+    .arg(&tmp);
     match runtime {
         Runtime::Sim => {
             let dir = hipsim_dir();
@@ -153,6 +155,7 @@ pub fn fixture(name: &str, runtime: Runtime, binding: Binding) -> PathBuf {
         src.display(),
         String::from_utf8_lossy(&output.stderr)
     );
+    std::fs::rename(&tmp, &out).expect("move the fixture into place");
     built.insert(key, out.clone());
     out
 }
@@ -316,7 +319,20 @@ impl Sandbox {
         let err = drain(child.stderr.take().unwrap());
         let status = wait_with_deadline(&mut child, RUN_TIMEOUT)
             .unwrap_or_else(|| panic!("hipdrive {steps:?} hung for {RUN_TIMEOUT:?}"));
-        Run::new(steps, status, pid, join(out), join(err))
+        let run = Run::new(steps, status, pid, join(out), join(err));
+        self.check_hook_loaded(&run);
+        run
+    }
+
+    /// The loader ignores an audit module it cannot load (with one line on stderr) and runs the
+    /// program anyway: every hooked run checks that this did not happen.
+    fn check_hook_loaded(&self, run: &Run) {
+        if self.hooked {
+            assert!(
+                !run.stderr.contains("cannot be loaded as audit interface"),
+                "the loader refused libamvgpu.so\n{run}"
+            );
+        }
     }
 
     /// Starts `hipdrive` with piped stdin/stdout so that the test can wait for a `ready`
@@ -329,7 +345,9 @@ impl Sandbox {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn hipdrive");
-        Running::new(child, steps)
+        let mut running = Running::new(child, steps);
+        running.hooked = self.hooked;
+        running
     }
 }
 
@@ -517,6 +535,7 @@ pub struct Running {
     seen: Vec<String>,
     stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
     steps: Vec<String>,
+    hooked: bool,
 }
 
 impl Running {
@@ -544,6 +563,7 @@ impl Running {
             seen: Vec::new(),
             stderr: Some(stderr),
             steps: steps.iter().map(|s| s.to_string()).collect(),
+            hooked: false,
         }
     }
 
@@ -599,7 +619,14 @@ impl Running {
         let steps: Vec<&str> = self.steps.iter().map(String::as_str).collect();
         let mut stdout = self.seen.join("\n");
         stdout.push('\n');
-        Run::new(&steps, status, self.child.id(), stdout, stderr)
+        let run = Run::new(&steps, status, self.child.id(), stdout, stderr);
+        if self.hooked {
+            assert!(
+                !run.stderr.contains("cannot be loaded as audit interface"),
+                "the loader refused libamvgpu.so\n{run}"
+            );
+        }
+        run
     }
 }
 
