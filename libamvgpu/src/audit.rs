@@ -41,6 +41,15 @@ extern "C" {
 /// The cookie the loader gave `libamdhip64` (the address of its cookie slot), 0 until seen.
 static RUNTIME_COOKIE: AtomicUsize = AtomicUsize::new(0);
 
+/// The main program's link map (the head of the base namespace's list), null until seen.
+static MAIN_MAP: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Set by `la_preinit`: from then on, `la_activity(LA_ACT_CONSISTENT)` reports relocated
+/// objects (dlopen) whose GOT can be patched.
+static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+const LA_ACT_CONSISTENT: c_uint = 0;
+
 /// `environ` as it was when the main program was opened, before any of its code ran.
 static INITIAL_ENVIRON: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -110,6 +119,16 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, _lmid: i64, cookie: *mut 
         // loading this module.
         let env = unsafe { environ };
         INITIAL_ENVIRON.store(env.cast_mut(), Ordering::Release);
+        let _ = MAIN_MAP.compare_exchange(
+            core::ptr::null_mut(),
+            map,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+    if STARTED.load(Ordering::Acquire) != 0 {
+        // Objects of an earlier dlopen are relocated by now.
+        patch_loaded_objects();
     }
     match classify(path) {
         ObjectKind::Runtime => {
@@ -125,6 +144,68 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, _lmid: i64, cookie: *mut 
         ObjectKind::Loader => 0,
         ObjectKind::Caller => LA_FLG_BINDFROM,
     }
+}
+
+/// Patches the GOT of every relocated program object of the base namespace (see [`crate::got`]).
+fn patch_loaded_objects() {
+    let main = MAIN_MAP.load(Ordering::Acquire);
+    if main.is_null() || RUNTIME_COOKIE.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    // SAFETY: `_DYNAMIC` is defined by the linker for this object; only its address is taken.
+    let own_dynamic = unsafe { _DYNAMIC.as_ptr() };
+    let mut map = main;
+    while !map.is_null() {
+        // SAFETY: the loader keeps the namespace's list consistent while it runs audit
+        // callbacks (it holds its lock or is single-threaded at start-up).
+        let object = unsafe { &*map };
+        let path: &[u8] = if object.l_name.is_null() {
+            b""
+        } else {
+            // SAFETY: l_name is NUL-terminated and owned by the loader.
+            unsafe { core::ffi::CStr::from_ptr(object.l_name) }.to_bytes()
+        };
+        if !core::ptr::eq(object.l_ld, own_dynamic) && classify(path) == ObjectKind::Caller {
+            // SAFETY: a live, relocated program object (see the callers).
+            unsafe { crate::got::patch_object(map, map == main) };
+        }
+        map = object.l_next;
+    }
+}
+
+/// All start-up objects are loaded and relocated: patch the bindings `la_symbind64` missed.
+///
+/// # Safety
+/// Called by the loader.
+#[no_mangle]
+pub unsafe extern "C" fn la_preinit(_cookie: *mut usize) {
+    STARTED.store(1, Ordering::Release);
+    patch_loaded_objects();
+}
+
+/// After a `dlopen` completes, patch the newly loaded objects.
+///
+/// # Safety
+/// Called by the loader.
+#[no_mangle]
+pub unsafe extern "C" fn la_activity(_cookie: *mut usize, flag: c_uint) {
+    if flag == LA_ACT_CONSISTENT && STARTED.load(Ordering::Acquire) != 0 {
+        patch_loaded_objects();
+    }
+}
+
+/// An object is being closed: forget that it was patched (its link map may be reused).
+///
+/// # Safety
+/// Called by the loader with the cookie `la_objopen` received (glibc initialises it to the
+/// link map's address and we never change it).
+#[no_mangle]
+pub unsafe extern "C" fn la_objclose(cookie: *mut usize) -> c_uint {
+    if !cookie.is_null() {
+        // SAFETY: the loader passes the object's cookie slot.
+        crate::got::forget(unsafe { *cookie });
+    }
+    0
 }
 
 /// Returns the wrapper for a wrapped HIP function, the real address for anything else.

@@ -1,10 +1,107 @@
-//! libamvgpu: a glibc LD_AUDIT module enforcing per-container HIP device-memory limits.
+//! `libamvgpu.so`: a glibc `LD_AUDIT` module that enforces a per-container limit on HIP device
+//! memory and makes every memory query report that limit.
+//!
+//! ```text
+//! LD_AUDIT=/path/libamvgpu.so HIP_DEVICE_MEMORY_LIMIT=16384m python train.py
+//! ```
+//!
+//! # Architecture
+//!
+//! - `audit` (loader entry points, the only exports: `la_version`, `la_objopen`,
+//!   `la_symbind64`, `la_preinit`, `la_activity`, `la_objclose`; see `symbols.txt`).
+//!   `la_objopen` flags `libamdhip64.so*` as BINDTO and every other object except the loader
+//!   and this module as BINDFROM, so the program's bindings to HIP are audited and the
+//!   runtime's calls to itself are not. `la_symbind64` finds the name in a compile-time hash
+//!   table (`symbols`) and returns the wrapper's address; PLT bindings and `dlsym` lookups
+//!   (`LA_SYMB_DLSYM`) alike. Bindings that never reach `la_symbind64` (address-taken
+//!   functions, weak-symbol tests, `-fno-plt`, `-z now` on glibc < 2.35) are GLOB_DAT/JUMP_SLOT
+//!   relocations; `got` rewrites those slots once the loader has relocated the object.
+//! - `hooks::{alloc, free, query, lookup}`: the wrappers, one file per door family. Each is a
+//!   plain `extern "C" fn` with the door's exact signature. The real function is the runtime's
+//!   export, found by a lookup in `libamdhip64`'s own dynamic symbol table (`elf`; no
+//!   `dlsym`) or taken from the binding, and cached in an atomic slot.
+//! - `state`: built lazily on the first wrapped call (never in a loader callback): the
+//!   environment snapshot, the limits, the shared ledger and the allocation trackers. In a
+//!   process without any limit it records "pass-through" and every wrapper then costs one
+//!   atomic load and a predictable branch before calling the runtime.
+//! - `config` (pure parsing), `snapshot` (the configuration source), `log` (stderr lines).
+//! - Accounting is `amvgpu_ledger`: `Ledger::reserve` before each real allocation (it never
+//!   overshoots, across threads and processes, and reclaims dead processes), `release` after
+//!   each successful free, and `Tracker`s from pointer/array/handle to what was reserved.
+//! - `glibc_compat`: keeps the import floor at GLIBC_2.17 although `std` is built against a
+//!   newer glibc (hidden definitions of the few newer symbols `std` references).
+//!
+//! # Variables read (once, from the process's initial environment)
+//!
+//! The snapshot is `/proc/self/environ` (or, without `/proc`, the environment array the
+//! program started with): a program's later `setenv` changes nothing.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `HIP_DEVICE_MEMORY_LIMIT` | limit for every device |
+//! | `HIP_DEVICE_MEMORY_LIMIT_<i>` | limit for container-visible device `i` (0..=31); wins over the above |
+//! | `HIP_DEVICE_MEMORY_SHARED_CACHE` | ledger file shared by the container's processes; default `/tmp/amvgpu/<uid>/ledger` (the hook creates `/tmp/amvgpu` mode 1777 and `<uid>` mode 0700) |
+//! | `LIBHIP_LOG_LEVEL` | 0 off, 1 error, 2 warn (default), 3 info, 4 debug |
+//!
+//! Sizes are digits with an optional binary unit `k`, `m`, `g`, `t` (either case), optionally
+//! followed by `i`, `b` or `ib`: `16384m`, `16G`, `16GiB`, `16gb`, `4GB` (= 4 GiB) and `1024`
+//! (bytes) are valid.
+//!
+//! # What each door does under a limit
+//!
+//! - Allocation doors reserve the size the runtime really takes (pages; pitch × rows; padded
+//!   array rows; mipmap levels; VMM handle size) on the device the memory lands on (the
+//!   calling thread's current device as the runtime reports it, the pool's device, or
+//!   `hipMemAllocationProp.location.id`) **before** the real call, and release it if the call
+//!   fails. Over the limit: `hipErrorOutOfMemory`, and the runtime is not called. Size
+//!   arithmetic that overflows (`hipMalloc(SIZE_MAX)`) is `hipErrorOutOfMemory` with nothing
+//!   recorded. Zero-byte requests pass through. Managed memory counts like device memory.
+//! - Frees release what the allocation reserved, on the device recorded then, only if the
+//!   runtime's free succeeded. Unknown pointers pass through untouched. Pools follow the
+//!   runtime's model: `hipFreeAsync`ed pool blocks stay charged while cached, and are released
+//!   by `hipMemPoolTrimTo`, `hipMemPoolDestroy`, `hipDeviceSynchronize`, a synchronisation of
+//!   a stream whose device is known, or — when a stream-ordered allocation would be refused —
+//!   by the hook trimming that device's pools first. A VMM handle's bytes return when it is
+//!   released and unmapped everywhere. `hipDeviceReset` releases everything the process held
+//!   on the device.
+//! - Queries (`hipMemGetInfo`, `hipDeviceTotalMem`, `hipDeviceGetAttribute(TotalGlobalMem)`,
+//!   `hipGetDeviceProperties{,R0000,R0600}`) report total = min(limit, real total) and free =
+//!   min(limit − container usage, real free); NULL out-pointers and bad device ids get the
+//!   runtime's own error, untouched.
+//! - `hipGetProcAddress` / `hipGetDriverEntryPoint` hand out the wrappers.
+//!
+//! # Failure semantics
+//!
+//! - An unparsable limit (`1.5G`, `-1`, empty, `16 G`, `0x10`, beyond 2^64) is logged once
+//!   naming the variable and value; allocations on the devices it governs are refused and
+//!   queries report 0 bytes. A limit of 0 behaves the same. Never "no limit".
+//! - A device id outside 0..=31 while a limit is configured is refused (the runtime's own error
+//!   if it rejects the id).
+//! - A ledger file that cannot be created, opened or validated is logged with its path and
+//!   reason; accounting then continues process-locally (the limit still holds per process).
+//! - Without any limit variable the hook passes every call through.
+//! - Loader callbacks never allocate, lock, log or panic; wrappers never panic (`panic =
+//!   "abort"` in any case). A wrapper re-entered on the same thread calls the runtime directly.
+//! - Fork: the ledger gives a child its own (empty) usage; the hook caches no pid, and its
+//!   thread-local re-entrancy flag is plain data.
+//!
+//! # Known limits
+//!
+//! - GOT-only bindings of an object loaded by `dlopen` are patched at the next loader event
+//!   (glibc reports the `dlopen` before relocating it); PLT calls are wrapped immediately.
+//! - `hipStreamSynchronize` on a non-NULL stream releases cached pool blocks only when the
+//!   runtime exports `hipStreamGetDevice`; otherwise they stay charged until a trim, a
+//!   refusal-driven trim, a device synchronisation or a reset.
+//! - Processes of different uids use different default ledger files (set
+//!   `HIP_DEVICE_MEMORY_SHARED_CACHE` to a path they share).
+//! - Statically linked programs and musl load no audit module.
 
 mod audit;
 pub mod config;
 mod elf;
 #[cfg(not(test))]
 mod glibc_compat;
+mod got;
 mod hooks;
 mod log;
 mod snapshot;

@@ -1,0 +1,319 @@
+//! Rewrites GOT entries that `la_symbind64` never sees.
+//!
+//! The loader audits PLT bindings only. A program that takes a HIP function's address
+//! (`fp = hipMalloc`, or the `if (hipGetProcAddress != NULL)` test of a weak declaration),
+//! code built with `-fno-plt`, and `-z now` objects on glibc < 2.35 get the real address
+//! through a `GLOB_DAT` (or `JUMP_SLOT`, or absolute data) relocation that no audit callback
+//! reports. Once the loader has relocated an object, this module walks its dynamic
+//! relocations and replaces every slot that holds the real address of a wrapped function with
+//! the wrapper's address.
+//!
+//! When: at `la_preinit` (all start-up objects are relocated then) and, after it, at every
+//! later loader event (`la_objopen`, `la_activity`). glibc reports a `dlopen`'s
+//! `LA_ACT_CONSISTENT` *before* relocating the new objects (seen on 2.36), so an object whose
+//! wrapped slots still hold 0 stays pending and is patched at the next event (the next
+//! `dlopen` or `dlclose`): until then, its GOT-only calls reach the runtime unwrapped. A slot
+//! that holds anything but a real wrapped function is left alone, never guessed at.
+//!
+//! Runs inside loader callbacks: no allocation, no lock, no logging. An object is patched
+//! once; a fixed table remembers which (past its capacity objects are re-scanned, which is
+//! only slower). Slots in the RELRO segment are made writable for the write and read-only
+//! again afterwards; objects whose program headers cannot be located are skipped.
+
+use crate::audit::LinkMap;
+use crate::elf::{Elf64Dyn, Elf64Sym};
+use crate::symbols;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+const DT_NULL: i64 = 0;
+const DT_PLTRELSZ: i64 = 2;
+const DT_STRTAB: i64 = 5;
+const DT_SYMTAB: i64 = 6;
+const DT_RELA: i64 = 7;
+const DT_RELASZ: i64 = 8;
+const DT_JMPREL: i64 = 23;
+
+#[cfg(target_arch = "x86_64")]
+const PATCHABLE: [u32; 3] = [
+    1, /* R_X86_64_64 */
+    6, /* GLOB_DAT */
+    7, /* JUMP_SLOT */
+];
+#[cfg(target_arch = "aarch64")]
+const PATCHABLE: [u32; 3] = [
+    257,  /* ABS64 */
+    1025, /* GLOB_DAT */
+    1026, /* JUMP_SLOT */
+];
+
+const PT_LOAD: u32 = 1;
+const PT_PHDR: u32 = 6;
+const PT_GNU_RELRO: u32 = 0x6474_e552;
+
+/// `Elf64_Rela`.
+#[repr(C)]
+struct Elf64Rela {
+    r_offset: u64,
+    r_info: u64,
+    r_addend: i64,
+}
+const _: () = assert!(core::mem::size_of::<Elf64Rela>() == 24);
+
+/// `Elf64_Phdr`.
+#[repr(C)]
+struct Elf64Phdr {
+    p_type: u32,
+    p_flags: u32,
+    p_offset: u64,
+    p_vaddr: u64,
+    p_paddr: u64,
+    p_filesz: u64,
+    p_memsz: u64,
+    p_align: u64,
+}
+const _: () = assert!(core::mem::size_of::<Elf64Phdr>() == 56);
+
+/// Objects already patched (link-map addresses), open addressing, 0 = empty.
+const DONE_SLOTS: usize = 4096;
+static DONE: [AtomicUsize; DONE_SLOTS] = [const { AtomicUsize::new(0) }; DONE_SLOTS];
+
+/// Slots rewritten so far (reported in the debug log at initialisation).
+pub static PATCHED: AtomicUsize = AtomicUsize::new(0);
+
+fn home(map: usize) -> usize {
+    (map >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) % DONE_SLOTS
+}
+
+/// True if `map` was completely patched before.
+fn is_done(map: usize) -> bool {
+    let mut slot = home(map);
+    for _ in 0..DONE_SLOTS {
+        match DONE[slot].load(Ordering::Acquire) {
+            0 => return false,
+            existing if existing == map => return true,
+            _ => slot = (slot + 1) % DONE_SLOTS,
+        }
+    }
+    false
+}
+
+/// Remembers that `map` is completely patched (when the table is full it is simply
+/// re-scanned next time: idempotent, only slower).
+fn mark_done(map: usize) {
+    let mut slot = home(map);
+    for _ in 0..DONE_SLOTS {
+        match DONE[slot].compare_exchange(0, map, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(existing) if existing == map => return,
+            Err(_) => slot = (slot + 1) % DONE_SLOTS,
+        }
+    }
+}
+
+/// Forgets a closed object, whose link-map address the loader may reuse for another.
+pub fn forget(map: usize) {
+    let mut slot = home(map);
+    for _ in 0..DONE_SLOTS {
+        match DONE[slot].load(Ordering::Acquire) {
+            0 => return,
+            existing if existing == map => {
+                // A tombstone that matches no link map (they are 8-aligned) keeps probe
+                // chains intact.
+                DONE[slot].store(1, Ordering::Release);
+                return;
+            }
+            _ => slot = (slot + 1) % DONE_SLOTS,
+        }
+    }
+}
+
+/// The RELRO range of an object, `[start, end)` in absolute addresses, or `None` if it has
+/// none. `Err` if the program headers cannot be found.
+///
+/// # Safety
+/// `map` must be a live link map.
+unsafe fn relro_range(map: &LinkMap, is_main: bool) -> Result<Option<(usize, usize)>, ()> {
+    let (phdrs, count, bias) = if is_main {
+        // SAFETY: getauxval has no preconditions; the main program's headers are mapped.
+        let (phdr, phnum) = unsafe {
+            (
+                libc::getauxval(libc::AT_PHDR) as usize,
+                libc::getauxval(libc::AT_PHNUM) as usize,
+            )
+        };
+        if phdr == 0 {
+            return Err(());
+        }
+        let table = phdr as *const Elf64Phdr;
+        // The load bias is where PT_PHDR's vaddr ended up.
+        let own = (0..phnum).find_map(|i| {
+            // SAFETY: AT_PHDR points to AT_PHNUM program headers (kernel ABI).
+            let p = unsafe { &*table.add(i) };
+            (p.p_type == PT_PHDR).then_some(p.p_vaddr as usize)
+        });
+        let bias = match own {
+            Some(vaddr) => phdr.wrapping_sub(vaddr),
+            None => map.l_addr,
+        };
+        (table, phnum, bias)
+    } else {
+        // Shared objects produced by the usual linkers map their ELF header at the load bias
+        // (first PT_LOAD at vaddr 0, offset 0). Check the magic before trusting it.
+        let header = map.l_addr as *const u8;
+        if header.is_null() {
+            return Err(());
+        }
+        // SAFETY: for such objects the first page at l_addr is the mapped ELF header; we read
+        // the 64-byte Elf64_Ehdr only after checking the magic.
+        let magic = unsafe { core::slice::from_raw_parts(header, 4) };
+        if magic != b"\x7fELF" {
+            return Err(());
+        }
+        // SAFETY: e_phoff at offset 32 (u64) and e_phnum at offset 56 (u16) of Elf64_Ehdr.
+        let (phoff, phnum) = unsafe {
+            (
+                header.add(32).cast::<u64>().read_unaligned() as usize,
+                header.add(56).cast::<u16>().read_unaligned() as usize,
+            )
+        };
+        // SAFETY: the program header table lies in the first PT_LOAD, mapped at l_addr.
+        let table = unsafe { header.add(phoff) }.cast::<Elf64Phdr>();
+        (table, phnum, map.l_addr)
+    };
+    let mut relro = None;
+    let mut has_load = false;
+    for i in 0..count {
+        // SAFETY: `i` < number of program headers of a mapped table.
+        let p = unsafe { &*phdrs.add(i) };
+        has_load |= p.p_type == PT_LOAD;
+        if p.p_type == PT_GNU_RELRO {
+            let start = bias.wrapping_add(p.p_vaddr as usize);
+            relro = Some((start, start.wrapping_add(p.p_memsz as usize)));
+        }
+    }
+    if has_load {
+        Ok(relro)
+    } else {
+        Err(())
+    }
+}
+
+/// Patches one object's relocations, once.
+///
+/// # Safety
+/// `map` must be a live, relocated link map of a program object (not the runtime, the loader
+/// or this module).
+pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool) {
+    if map.is_null() || is_done(map as usize) {
+        return;
+    }
+    let map_addr = map as usize;
+    // SAFETY: caller guarantee.
+    let map = unsafe { &*map };
+    if map.l_ld.is_null() {
+        return;
+    }
+    // SAFETY: caller guarantee (live object).
+    let Ok(relro) = (unsafe { relro_range(map, is_main) }) else {
+        return;
+    };
+    let base = map.l_addr;
+    let absolute = |ptr: u64| {
+        let ptr = ptr as usize;
+        if ptr < base {
+            base.wrapping_add(ptr)
+        } else {
+            ptr
+        }
+    };
+    let (mut strtab, mut symtab) = (0usize, 0usize);
+    let (mut rela, mut relasz, mut jmprel, mut pltrelsz) = (0usize, 0usize, 0usize, 0usize);
+    let mut entry = map.l_ld as *const Elf64Dyn;
+    loop {
+        // SAFETY: the dynamic array is DT_NULL-terminated and mapped (live object).
+        let (tag, val) = unsafe { ((*entry).d_tag, (*entry).d_val) };
+        match tag {
+            DT_NULL => break,
+            DT_STRTAB => strtab = absolute(val),
+            DT_SYMTAB => symtab = absolute(val),
+            DT_RELA => rela = absolute(val),
+            DT_RELASZ => relasz = val as usize,
+            DT_JMPREL => jmprel = absolute(val),
+            DT_PLTRELSZ => pltrelsz = val as usize,
+            _ => {}
+        }
+        // SAFETY: not yet past DT_NULL.
+        entry = unsafe { entry.add(1) };
+    }
+    if strtab == 0 || symtab == 0 {
+        return;
+    }
+    // A wrapped slot still holding 0 was not relocated yet (glibc reports a dlopen's
+    // LA_ACT_CONSISTENT before relocating it): look again at the next loader event.
+    let mut unrelocated = false;
+    for (table, size) in [(rela, relasz), (jmprel, pltrelsz)] {
+        if table == 0 {
+            continue;
+        }
+        let count = size / core::mem::size_of::<Elf64Rela>();
+        for i in 0..count {
+            // SAFETY: `i` indexes the relocation table of DT_RELASZ / DT_PLTRELSZ bytes.
+            let r = unsafe { &*(table as *const Elf64Rela).add(i) };
+            let kind = (r.r_info & 0xffff_ffff) as u32;
+            let sym_index = (r.r_info >> 32) as usize;
+            if sym_index == 0 || r.r_addend != 0 || !PATCHABLE.contains(&kind) {
+                continue;
+            }
+            // SAFETY: the relocation's symbol index is valid for this object's symtab.
+            let sym = unsafe { &*(symtab as *const Elf64Sym).add(sym_index) };
+            // SAFETY: st_name is an offset of a NUL-terminated string in the string table.
+            let name = unsafe { (strtab as *const core::ffi::c_char).add(sym.st_name as usize) };
+            // SAFETY: as above.
+            let Some(wrapped) = (unsafe { symbols::find_c(name) }) else {
+                continue;
+            };
+            let slot = base.wrapping_add(r.r_offset as usize) as *mut usize;
+            // SAFETY: r_offset names a pointer-sized slot inside the object's mapping.
+            let current = unsafe { slot.read() };
+            if current == 0 {
+                unrelocated = true;
+                continue;
+            }
+            let Some(wrapper) = symbols::wrapper_for_real(wrapped, current) else {
+                continue;
+            };
+            // SAFETY: the slot is inside this object's relocated data (see above).
+            unsafe { write_slot(slot, wrapper, relro) };
+        }
+    }
+    if !unrelocated {
+        mark_done(map_addr);
+    }
+}
+
+/// Writes one slot, lifting RELRO protection around the write if the slot is in it.
+///
+/// # Safety
+/// `slot` must be a mapped, pointer-sized, aligned slot of a loaded object.
+unsafe fn write_slot(slot: *mut usize, value: usize, relro: Option<(usize, usize)>) {
+    let addr = slot as usize;
+    let protected = relro.is_some_and(|(start, end)| addr >= start && addr < end);
+    if protected {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let start = addr & !(page - 1);
+        // SAFETY: the page belongs to the object's RELRO segment, which is mapped; making it
+        // writable for one store and read-only again restores the loader's protection.
+        unsafe {
+            if libc::mprotect(start as *mut _, page, libc::PROT_READ | libc::PROT_WRITE) != 0 {
+                return;
+            }
+            slot.write_volatile(value);
+            libc::mprotect(start as *mut _, page, libc::PROT_READ);
+        }
+    } else {
+        // SAFETY: a non-RELRO relocation target is writable data (GOT/.got.plt/.data).
+        unsafe { slot.write_volatile(value) };
+    }
+    PATCHED.fetch_add(1, Ordering::Relaxed);
+}
