@@ -59,6 +59,8 @@
 //!     multiples of it. `hipMemCreate` charges the device at once; the bytes return only when the
 //!     handle is released **and** unmapped everywhere, in either order. Mapped ranges are
 //!     inaccessible until `hipMemSetAccess`; two mappings of one handle share bytes.
+//!     `hipMemAllocationProp` is read in the built ABI's layout (ROCm 5's order when
+//!     `HIPSIM_ABI=5`, else ROCm 6's; see `hip_sys::hipMemAllocationProp_R5`).
 //! - Device memory is `mmap`ed address space (`MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE`):
 //!   untouched pages cost nothing, so tests can allocate tens of GiB. Allocations of 2 MiB or
 //!   more are 2 MiB-aligned (like real GPU allocations), smaller ones 4 KiB-aligned; all are

@@ -173,9 +173,24 @@ impl Registry {
     }
 }
 
+/// A device's properties in both layouts, computed once: `hipGetDevicePropertiesR0600` is one
+/// of the hottest HIP calls in real workloads, and the simulator is the baseline hook overhead
+/// is measured against.
+pub struct DeviceProps {
+    pub r0000: hipDeviceProp_tR0000,
+    pub r0600: hipDeviceProp_tR0600,
+}
+
+// SAFETY: the only pointer fields (hdpMemFlushCntl, hdpRegFlushCntl) are null and never
+// dereferenced, and the values are never mutated after initialisation.
+unsafe impl Sync for DeviceProps {}
+// SAFETY: as above; moving the values between threads moves plain data and null pointers.
+unsafe impl Send for DeviceProps {}
+
 pub struct Sim {
     pub config: Config,
     pub usage: Usage,
+    pub props: Vec<DeviceProps>,
     registry: Mutex<Registry>,
 }
 
@@ -204,9 +219,16 @@ pub fn get() -> Result<&'static Sim, hipError_t> {
         let result = config::from_lookup(|name| std::env::var_os(name)).and_then(|config| {
             let usage = Usage::open(&config)?;
             let registry = Mutex::new(Registry::new(config.devices));
+            let props = (0..config.devices)
+                .map(|d| DeviceProps {
+                    r0000: crate::doors::query::fill_r0000(&config, d),
+                    r0600: crate::doors::query::fill_r0600(&config, d),
+                })
+                .collect();
             Ok(Sim {
                 config,
                 usage,
+                props,
                 registry,
             })
         });

@@ -171,3 +171,21 @@ fn a_machine_without_devices_answers_like_the_real_runtime() {
     assert_eq!(out.stdout, "count=100\n");
     assert_eq!(out.stderr, "");
 }
+
+#[test]
+fn null_out_pointers_bad_devices_and_bogus_handles_are_refused() {
+    fixture("nulls").run().output().assert_success();
+}
+
+#[test]
+fn rocm5_build_reads_rocm5_allocation_props() {
+    let dir = testkit::hipsim_for_abi(testkit::RocmAbi::Rocm5);
+    let f = Fixture::from_path(format!(
+        "{}/tests/fixtures/vmm_rocm5.c",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .hip_dir(&dir)
+    .compile()
+    .unwrap();
+    f.run().env("HIPSIM_DEVICES", "2").output().assert_success();
+}

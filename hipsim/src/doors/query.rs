@@ -1,6 +1,7 @@
 //! Doors that report memory sizes and device properties; they all agree with each other.
 
 use super::{out, status, HipResult};
+use crate::config::Config;
 use crate::sim::{self, Sim};
 use hip_sys::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -31,15 +32,14 @@ fn copy_name(dst: &mut [c_char], text: &str) {
     dst[n] = 0;
 }
 
-fn device_name(sim: &Sim) -> String {
-    format!("hipsim {} ({} CUs)", sim.config.arch, sim.config.cus)
+fn device_name(c: &Config) -> String {
+    format!("hipsim {} ({} CUs)", c.arch, c.cus)
 }
 
-pub fn fill_r0600(sim: &Sim, device: usize) -> hipDeviceProp_tR0600 {
-    let c = &sim.config;
+pub fn fill_r0600(c: &Config, device: usize) -> hipDeviceProp_tR0600 {
     let (major, minor, warp) = arch_numbers(&c.arch);
     let mut p = hipDeviceProp_tR0600::zeroed();
-    copy_name(&mut p.name, &device_name(sim));
+    copy_name(&mut p.name, &device_name(c));
     copy_name(&mut p.gcnArchName, &c.arch);
     p.totalGlobalMem = c.vram as usize;
     p.sharedMemPerBlock = 64 << 10;
@@ -65,11 +65,10 @@ pub fn fill_r0600(sim: &Sim, device: usize) -> hipDeviceProp_tR0600 {
     p
 }
 
-pub fn fill_r0000(sim: &Sim, device: usize) -> hipDeviceProp_tR0000 {
-    let c = &sim.config;
+pub fn fill_r0000(c: &Config, device: usize) -> hipDeviceProp_tR0000 {
     let (major, minor, warp) = arch_numbers(&c.arch);
     let mut p = hipDeviceProp_tR0000::zeroed();
-    copy_name(&mut p.name, &device_name(sim));
+    copy_name(&mut p.name, &device_name(c));
     copy_name(&mut p.gcnArchName, &c.arch);
     p.totalGlobalMem = c.vram as usize;
     p.sharedMemPerBlock = 64 << 10;
@@ -127,7 +126,7 @@ pub unsafe extern "C" fn hipsim_impl_hipDeviceTotalMem(
 }
 
 fn attribute(sim: &Sim, attr: hipDeviceAttribute_t, device: usize) -> HipResult<c_int> {
-    let p = fill_r0600(sim, device);
+    let p = &sim.props[device].r0600;
     let clamp = |v: usize| v.min(i32::MAX as usize) as c_int;
     Ok(match attr {
         hipDeviceAttributeTotalGlobalMem => clamp(p.totalGlobalMem),
@@ -175,7 +174,7 @@ pub unsafe extern "C" fn hipsim_impl_hipGetDeviceProperties(
 ) -> hipError_t {
     status(sim::get().and_then(|sim| {
         let out = out!(prop)?;
-        out.set(fill_r0000(sim, sim.device(device)?));
+        out.set(sim.props[sim.device(device)?].r0000);
         Ok(())
     }))
 }
@@ -200,7 +199,7 @@ pub unsafe extern "C" fn hipsim_impl_hipGetDevicePropertiesR0600(
 ) -> hipError_t {
     status(sim::get().and_then(|sim| {
         let out = out!(prop)?;
-        out.set(fill_r0600(sim, sim.device(device)?));
+        out.set(sim.props[sim.device(device)?].r0600);
         Ok(())
     }))
 }

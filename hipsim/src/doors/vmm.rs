@@ -11,11 +11,20 @@ use hip_sys::sim::VMM_GRANULARITY;
 use hip_sys::*;
 use std::ffi::{c_ulonglong, c_void};
 
-fn check_prop(sim: &Sim, prop: &hipMemAllocationProp) -> HipResult<usize> {
-    if prop.type_ != hipMemAllocationTypePinned || prop.location.type_ != hipMemLocationTypeDevice {
+/// Reads a `hipMemAllocationProp` in the layout of the ABI this build imitates (ROCm 5 put the
+/// fields in another order) and returns the device it names.
+fn prop_device(sim: &Sim, prop: *const hipMemAllocationProp) -> HipResult<usize> {
+    let (type_, location) = if crate::ABI_MAJOR == 5 {
+        let p: hipMemAllocationProp_R5 = input!(prop as *const hipMemAllocationProp_R5)?;
+        (p.type_, p.location)
+    } else {
+        let p: hipMemAllocationProp = input!(prop)?;
+        (p.type_, p.location)
+    };
+    if type_ != hipMemAllocationTypePinned || location.type_ != hipMemLocationTypeDevice {
         return Err(hipErrorInvalidValue);
     }
-    sim.device(prop.location.id)
+    sim.device(location.id)
 }
 
 fn granular(size: usize) -> bool {
@@ -32,8 +41,8 @@ pub unsafe extern "C" fn hipsim_impl_hipMemCreate(
     flags: c_ulonglong,
 ) -> hipError_t {
     status(sim::get().and_then(|sim| {
-        let (out, prop) = (out!(handle)?, input!(prop)?);
-        let device = check_prop(sim, &prop)?;
+        let out = out!(handle)?;
+        let device = prop_device(sim, prop)?;
         if flags != 0 || !granular(size) {
             return Err(hipErrorInvalidValue);
         }
@@ -298,8 +307,8 @@ pub unsafe extern "C" fn hipsim_impl_hipMemGetAllocationGranularity(
     option: hipMemAllocationGranularity_flags,
 ) -> hipError_t {
     status(sim::get().and_then(|sim| {
-        let (out, prop) = (out!(granularity)?, input!(prop)?);
-        check_prop(sim, &prop)?;
+        let out = out!(granularity)?;
+        prop_device(sim, prop)?;
         if option != hipMemAllocationGranularityMinimum
             && option != hipMemAllocationGranularityRecommended
         {
