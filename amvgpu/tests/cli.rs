@@ -456,3 +456,28 @@ fn multi_gpu_jobs_see_container_local_indices() {
     assert_eq!(job.finish(), Some(0));
     assert_eq!(first.finish(), Some(0));
 }
+
+#[test]
+fn memory_percent_is_a_share_of_the_gpus_vram_and_verbose_names_the_source() {
+    let world = World::new(); // HIPSIM_VRAM=64g
+    let hook = common::hook();
+    let out = world.output(&[
+        "--verbose",
+        "run",
+        "--lib",
+        hook.to_str().unwrap(),
+        "--memory-percent",
+        "25",
+        "--",
+        "sh",
+        "-c",
+        "echo $HIP_DEVICE_MEMORY_LIMIT_0 $HIP_DEVICE_MEMORY_LIMIT",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "16384m 16384m");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("GPUs from simulated runtime settings") && err.contains("HIPSIM_VRAM=64g"),
+        "{err}"
+    );
+}
