@@ -409,12 +409,27 @@ impl Fixture {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let exe = dir.join(format!("{}-{hash:016x}", self.name));
         if !exe.exists() {
-            let src = dir.join(format!("{}-{hash:016x}.c", self.name));
+            // Concurrent tests (threads and processes) may compile the same fixture: each
+            // writes and builds under a unique private name, then renames atomically.
+            static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let unique = format!(
+                "{}.{}",
+                std::process::id(),
+                BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            let src = dir.join(format!(".{}-{hash:016x}.{unique}.c", self.name));
             std::fs::write(&src, &self.source).map_err(|e| format!("{}: {e}", src.display()))?;
-            // Concurrent tests may compile the same fixture: build privately, rename atomically.
-            let tmp = dir.join(format!(".{}-{hash:016x}.{}", self.name, std::process::id()));
+            let tmp = dir.join(format!(".{}-{hash:016x}.{unique}", self.name));
+            let final_src = dir.join(format!("{}-{hash:016x}.c", self.name));
+            // CHECK messages print __FILE__: make it the name the source keeps.
+            let file_map = format!(
+                "-fmacro-prefix-map={}={}",
+                src.display(),
+                final_src.display()
+            );
             let out = Command::new(&cc)
                 .args(&args)
+                .arg(&file_map)
                 .arg("-o")
                 .arg(&tmp)
                 .arg(&src)
@@ -433,6 +448,8 @@ impl Fixture {
                 ));
             }
             std::fs::rename(&tmp, &exe).map_err(|e| format!("{}: {e}", exe.display()))?;
+            // Keep the source beside the binary, for reading a failing fixture.
+            let _ = std::fs::rename(&src, &final_src);
         }
         Ok(Compiled { exe, hip_dir })
     }
