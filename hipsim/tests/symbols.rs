@@ -82,19 +82,57 @@ fn default_build_exports_the_rocm6_doors() {
     check_exports(&libs.hipsim, RocmAbi::Rocm6);
 }
 
+/// Per ABI: a probe that uses a door only that ABI has in that form.
+fn abi_probe(abi: RocmAbi) -> &'static str {
+    match abi {
+        // ROCm 5 programs call the plain hipGetDeviceProperties with the legacy layout.
+        RocmAbi::Rocm5 => {
+            r#"#define FIXTURE_ROCM5_PROPS
+               #include "fixture.h"
+               int main(void) {
+                   hipDeviceProp_tR0000 p;
+                   CHECK_HIP(hipGetDeviceProperties(&p, 0));
+                   CHECK_EQ_U64(p.totalGlobalMem, (size_t)64 << 30);
+                   CHECK(strcmp(p.gcnArchName, "gfx942") == 0);
+                   int v = 0;
+                   CHECK_HIP(hipDriverGetVersion(&v));
+                   CHECK(v >= 50000000 && v < 60000000);
+                   printf("%d\n", hipsimGetAbiMajor());
+                   return 0;
+               }"#
+        }
+        // ROCm 7.1 added hipGetDriverEntryPoint.
+        _ => {
+            r#"#define _GNU_SOURCE
+               #include <dlfcn.h>
+               #include "fixture.h"
+               int main(void) {
+                   void *fn = NULL;
+                   hipDriverEntryPointQueryResult st = (hipDriverEntryPointQueryResult)-1;
+                   CHECK_HIP(hipGetDriverEntryPoint("hipMalloc", &fn, 0, &st));
+                   CHECK_EQ_U64(st, hipDriverEntryPointSuccess);
+                   CHECK(fn == dlvsym(RTLD_DEFAULT, "hipMalloc", "hip_4.2"));
+                   CHECK_HIP_EQ(hipGetDriverEntryPoint("hipNope", &fn, 0, &st), hipErrorInvalidValue);
+                   CHECK_EQ_U64(st, hipDriverEntryPointSymbolNotFound);
+                   void *p;
+                   CHECK_HIP(hipMalloc(&p, 1));
+                   printf("%d\n", hipsimGetAbiMajor());
+                   return 0;
+               }"#
+        }
+    }
+}
+
 #[test]
 fn rocm5_and_rocm7_layouts_can_be_built() {
     for abi in [RocmAbi::Rocm5, RocmAbi::Rocm7] {
         let dir = testkit::hipsim_for_abi(abi);
         check_exports(&dir.join("libamdhip64.so"), abi);
-        let probe = Fixture::from_source(
-            "abi_probe",
-            r#"#include "fixture.h"
-               int main(void) { void *p; CHECK_HIP(hipMalloc(&p, 1)); printf("%d\n", hipsimGetAbiMajor()); return 0; }"#,
-        )
-        .hip_dir(&dir)
-        .compile()
-        .unwrap();
+        let probe = Fixture::from_source(&format!("abi{}_probe", abi.major()), abi_probe(abi))
+            .hip_dir(&dir)
+            .link_flag("-ldl")
+            .compile()
+            .unwrap();
         let out = probe.run().output();
         out.assert_success();
         assert_eq!(out.stdout.trim(), abi.major().to_string());
