@@ -59,14 +59,21 @@ fn different_ledger_files_do_not_share() {
 #[test]
 fn racing_processes_never_pass_the_limit_together() {
     let sb = Sandbox::new("race2", 1).limit("64m");
-    let steps = ["ready", "wait", "race:4:1m:64", "ready", "wait", "racefree"];
+    let steps = [
+        "ready",
+        "waitline",
+        "race:4:1m:64",
+        "ready",
+        "wait",
+        "racefree",
+    ];
     let mut a = sb.spawn(&steps);
     let mut b = sb.spawn(&steps);
     a.wait_step(0);
     b.wait_step(0);
-    // Both are parked on stdin: closing both lets them start together.
-    a.release();
-    b.release();
+    // Both are parked on stdin: one line each lets them start together.
+    a.send_line();
+    b.send_line();
     let ra = a.wait_step(2);
     let rb = b.wait_step(2);
     a.wait_step(3);
@@ -80,7 +87,11 @@ fn racing_processes_never_pass_the_limit_together() {
         peak <= 64 * MIB,
         "device peak {peak} above the 64m limit ({ra:?}, {rb:?})"
     );
-    assert_eq!(live, 64 * MIB, "the processes hold what they were granted");
+    assert_eq!(
+        live,
+        64 * MIB,
+        "the processes hold what they were granted ({ra:?}, {rb:?})"
+    );
     assert_eq!(
         ra.vals[0] + rb.vals[0],
         64,
@@ -105,11 +116,17 @@ fn a_killed_process_usage_is_reclaimed() {
             !killed.status.success(),
             "round {round}: victim was not killed"
         );
-        let next = sb.run(&["malloc:0:8m", "meminfo", "free:0"]);
+        // hipMemGetInfo first, as a framework sizing its caches at start-up would.
+        let next = sb.run(&["meminfo", "malloc:0:8m", "meminfo", "free:0"]);
         next.expect_clean_exit();
-        next.expect_ok(0);
-        assert_eq!(next.meminfo(1), (0, 8 * MIB), "round {round}\n{next}");
-        next.expect_ok(2);
+        assert_eq!(
+            next.meminfo(0),
+            (8 * MIB, 8 * MIB),
+            "round {round}: the dead process still counts\n{next}"
+        );
+        next.expect_ok(1);
+        assert_eq!(next.meminfo(2), (0, 8 * MIB), "round {round}\n{next}");
+        next.expect_ok(3);
     }
 }
 

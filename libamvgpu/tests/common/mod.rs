@@ -9,7 +9,6 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -41,35 +40,9 @@ pub const REAL_RUNTIME: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 // Artifacts
 // ---------------------------------------------------------------------------------------------
 
-/// `target/<profile>`: the directory holding this test binary's `deps/`.
-pub fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("test binary lives in deps/");
-    deps.parent()
-        .expect("deps/ lives in target/<profile>")
-        .to_path_buf()
-}
-
-/// Absolute path of the audit module under test.
+/// Absolute path of the audit module under test, freshly built by testkit.
 pub fn hook_path() -> PathBuf {
-    let p = profile_dir().join("libamvgpu.so");
-    assert!(
-        p.is_file(),
-        "{} missing: build it with `cargo build -p libamvgpu`",
-        p.display()
-    );
-    p
-}
-
-/// Directory holding the simulated `libamdhip64.so`.
-pub fn hipsim_dir() -> PathBuf {
-    let dir = profile_dir();
-    assert!(
-        dir.join("libamdhip64.so").is_file(),
-        "{}/libamdhip64.so missing: build it with `cargo build -p hipsim`",
-        dir.display()
-    );
-    dir
+    testkit::amvgpu().to_path_buf()
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -93,71 +66,27 @@ pub enum Binding {
     Now,
 }
 
-/// Compiles `fixtures/<name>.c` once per test binary and (runtime, binding), returning the
-/// executable's path.
+/// Compiles `fixtures/<name>.c` through testkit (cached by content) and returns the executable.
+///
+/// The fixture uses Debian's ROCm 5.2 headers plus weak declarations of the newer entry points,
+/// so the same source links against the simulator and the real runtime.
 pub fn fixture(name: &str, runtime: Runtime, binding: Binding) -> PathBuf {
-    use std::sync::Mutex;
-    static BUILT: Mutex<BTreeMap<(String, Runtime, Binding), PathBuf>> =
-        Mutex::new(BTreeMap::new());
-    let key = (name.to_string(), runtime, binding);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = built.get(&key) {
-        return p.clone();
-    }
-    let out_dir = profile_dir().join("hooktests-fixtures");
-    std::fs::create_dir_all(&out_dir).expect("create fixture output dir");
-    let out = out_dir.join(format!(
-        "{name}-{}-{}",
-        match runtime {
-            Runtime::Sim => "sim",
-            Runtime::Real => "real",
-        },
-        match binding {
-            Binding::Lazy => "lazy",
-            Binding::Now => "now",
-        },
-    ));
-    // Compile to a private name and rename: test binaries running at once never see a
-    // half-written executable.
-    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
-    let src = fixtures_dir().join(format!("{name}.c"));
-    let mut cc = Command::new(std::env::var_os("CC").unwrap_or_else(|| OsString::from("cc")));
-    cc.args([
-        "-O1",
-        "-g",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-D__HIP_PLATFORM_AMD__",
-    ])
-    .arg(&src)
-    .arg("-o")
-    .arg(&tmp);
+    let mut f = testkit::Fixture::from_path(fixtures_dir().join(format!("{name}.c")))
+        .cflag("-D__HIP_PLATFORM_AMD__");
     match runtime {
-        Runtime::Sim => {
-            let dir = hipsim_dir();
-            cc.arg(format!("-L{}", dir.display()))
-                .arg(format!("-Wl,-rpath,{}", dir.display()))
-                .arg("-lamdhip64");
-        }
-        Runtime::Real => {
-            cc.arg(REAL_RUNTIME);
-        }
+        Runtime::Real => f = f.without_hip().link_flag(REAL_RUNTIME),
+        Runtime::Sim => f = f.cflag("-DHIPDRIVE_SIM"),
     }
     if binding == Binding::Now {
-        cc.arg("-Wl,-z,now");
+        f = f.link_flag("-Wl,-z,now");
     }
-    cc.args(["-lpthread", "-ldl"]);
-    let output = cc.output().expect("run cc");
-    assert!(
-        output.status.success(),
-        "compiling {} failed:\n{}",
-        src.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    std::fs::rename(&tmp, &out).expect("move the fixture into place");
-    built.insert(key, out.clone());
-    out
+    f = f.link_flag("-pthread").link_flag("-ldl");
+    f.compile().unwrap_or_else(|e| panic!("{e}")).exe
+}
+
+/// Directory of the simulated `libamdhip64.so` (for LD_LIBRARY_PATH).
+pub fn hipsim_dir() -> PathBuf {
+    testkit::libs().dir.clone()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -596,6 +525,13 @@ impl Running {
                 }
             }
         }
+    }
+
+    /// Writes one line to stdin, which lets one `waitline` step return.
+    pub fn send_line(&mut self) {
+        let stdin = self.stdin.as_mut().expect("stdin already closed");
+        stdin.write_all(b"go\n").expect("write to stdin");
+        stdin.flush().expect("flush stdin");
     }
 
     /// Closes stdin, which lets a `wait` step return.
