@@ -4,7 +4,7 @@
 //! the argument; comments here name the ordering each access relies on.
 
 use crate::layout::{state, Header, Slot, MAX_DEVICES};
-use crate::sync::{spin_hint, AtomicU64, Ordering::*};
+use crate::sync::{spin_hint, store_load_order, AtomicU64, Ordering::*};
 
 /// Reservation attempts before a contended request is refused. Each retry
 /// happens only when the request fitted in the usage observed without it, so
@@ -121,7 +121,17 @@ impl<E: Env> Core<'_, E> {
         Some(total)
     }
 
+    /// In a process-local region, a fork child's copy still holds its parent's
+    /// slot until the child claims its own (which clears it); do that before
+    /// reporting, so the child never reports its parent's usage.
+    pub fn settle(&self) {
+        if self.local_only {
+            let _ = self.slot_or_claim();
+        }
+    }
+
     pub fn container_usage(&self, device: u32) -> u64 {
+        self.settle();
         let device = device as usize;
         if device >= MAX_DEVICES {
             return 0;
@@ -184,6 +194,7 @@ impl<E: Env> Core<'_, E> {
             let Ok(before) = used.fetch_update(SeqCst, SeqCst, |u| u.checked_add(bytes)) else {
                 return Err(refused(u64::MAX));
             };
+            store_load_order();
             if let Some(total) = self.sum(d).filter(|&total| total <= limit) {
                 self.note_peaks(slot, d, before + bytes, total);
                 return Ok(());
@@ -192,6 +203,7 @@ impl<E: Env> Core<'_, E> {
             // requests): withdraw. Saturating: a caller that over-released
             // concurrently must not make the slot wrap.
             let _ = used.fetch_update(SeqCst, SeqCst, |u| Some(u.saturating_sub(bytes)));
+            store_load_order();
             let without = self.sum(d);
             usage_without = without.unwrap_or(u64::MAX);
             let fits = without
@@ -203,10 +215,11 @@ impl<E: Env> Core<'_, E> {
                 continue;
             }
             if !reclaimed {
+                // Retry once after reclaiming even if another reserver beat us
+                // to the dead slots: its reclaim may have made the room.
                 reclaimed = true;
-                if self.reclaim_dead() > 0 {
-                    continue;
-                }
+                self.reclaim_dead();
+                continue;
             }
             return Err(refused(usage_without));
         }

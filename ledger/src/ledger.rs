@@ -387,6 +387,7 @@ impl Ledger {
     /// Every occupied slot and the container totals and peaks per device.
     pub fn snapshot(&self) -> Snapshot {
         let core = self.core();
+        core.settle();
         snapshot_of(core.header, core.slots, self.path.clone(), self.shared)
     }
 }

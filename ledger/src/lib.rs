@@ -127,6 +127,8 @@
 //! `Tracker::insert`/`remove`/`get` (except the first use: slot claim reads
 //! `/proc/self/stat` on the stack; a tracker level is `mmap`ed).
 
+#![cfg_attr(loom, allow(dead_code))]
+
 mod core;
 mod layout;
 #[cfg(not(loom))]

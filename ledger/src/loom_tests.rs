@@ -1,1 +1,209 @@
-//! Loom models (filled below).
+//! Loom models of the accounting algorithm and the tracker: every
+//! interleaving (within the preemption bound) of the very code the hook runs.
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p amvgpu-ledger --release --lib loom`
+
+use crate::core::{Core, Env, ProcState};
+use crate::layout::{state, Header, Slot};
+use crate::sync::{AtomicU64, Ordering::SeqCst};
+use crate::tracker::{Entry, Tracker};
+use loom::sync::Arc;
+use loom::thread;
+
+const DEAD_PID: u32 = 99;
+
+/// Pids 1..=9 are alive; `DEAD_PID` is dead.
+#[derive(Clone, Copy)]
+struct FakeEnv {
+    pid: u32,
+}
+
+impl Env for FakeEnv {
+    fn current_pid(&self) -> u32 {
+        self.pid
+    }
+    fn self_start_time(&self) -> u64 {
+        1000 + u64::from(self.pid)
+    }
+    fn is_dead(&self, pid: u32, _start_time: u64) -> bool {
+        pid == DEAD_PID
+    }
+    fn now_unix_secs(&self) -> u64 {
+        0
+    }
+}
+
+/// One ledger region shared by simulated processes, plus each process's
+/// private state and a "real device memory" counter to check the invariant.
+struct World {
+    header: Header,
+    slots: Vec<Slot>,
+    procs: Vec<ProcState>,
+    real: AtomicU64,
+}
+
+impl World {
+    fn new(slots: usize, procs: usize) -> Arc<World> {
+        Arc::new(World {
+            header: Header::new_for_model(),
+            slots: (0..slots).map(|_| Slot::new_for_model()).collect(),
+            procs: (0..procs)
+                .map(|_| ProcState {
+                    mine: AtomicU64::new(0),
+                })
+                .collect(),
+            real: AtomicU64::new(0),
+        })
+    }
+
+    /// Process number `proc` (private state `procs[proc]`) running as `pid`.
+    fn core(&self, proc: usize, pid: u32) -> Core<'_, FakeEnv> {
+        Core {
+            header: &self.header,
+            slots: &self.slots,
+            me: &self.procs[proc],
+            env: FakeEnv { pid },
+            pid_check: false,
+            local_only: false,
+        }
+    }
+
+    /// Reserve and, if admitted, "allocate": the real usage must stay within
+    /// the limit at every instant.
+    fn allocate(&self, core: &Core<'_, FakeEnv>, bytes: u64, limit: u64) -> bool {
+        if core.reserve(0, bytes, limit).is_err() {
+            return false;
+        }
+        let now = self.real.fetch_add(bytes, SeqCst) + bytes;
+        assert!(now <= limit, "real usage {now} above limit {limit}");
+        true
+    }
+
+    fn free(&self, core: &Core<'_, FakeEnv>, bytes: u64) {
+        self.real.fetch_sub(bytes, SeqCst);
+        core.release(0, bytes);
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
+#[test]
+fn loom_two_processes_racing_for_the_last_room_never_overshoot() {
+    model(|| {
+        let world = World::new(2, 2);
+        world.core(0, 1).claim().unwrap();
+        world.core(1, 2).claim().unwrap();
+        let w = world.clone();
+        let other = thread::spawn(move || w.allocate(&w.core(1, 2), 60, 100));
+        let mine = world.allocate(&world.core(0, 1), 60, 100);
+        let theirs = other.join().unwrap();
+        // 60 + 60 > 100: not both; each alone fits: not neither.
+        assert!(mine ^ theirs, "mine={mine} theirs={theirs}");
+        assert_eq!(world.core(0, 1).container_usage(0), 60);
+    });
+}
+
+#[test]
+fn loom_release_racing_reserve_never_overshoots() {
+    model(|| {
+        let world = World::new(2, 2);
+        assert!(world.allocate(&world.core(0, 1), 80, 100));
+        world.core(1, 2).claim().unwrap();
+        let w = world.clone();
+        let freer = thread::spawn(move || w.free(&w.core(0, 1), 80));
+        let got = world.allocate(&world.core(1, 2), 50, 100);
+        freer.join().unwrap();
+        let expected = if got { 50 } else { 0 };
+        assert_eq!(world.core(1, 2).container_usage(0), expected);
+        assert_eq!(world.core(1, 2).process_usage(0), expected);
+    });
+}
+
+#[test]
+fn loom_dead_process_is_reclaimed_by_racing_reservers() {
+    model(|| {
+        let world = World::new(3, 3);
+        // A process that died holding 90 of 100.
+        assert!(world.core(2, DEAD_PID).reserve(0, 90, 100).is_ok());
+        world.core(0, 1).claim().unwrap();
+        world.core(1, 2).claim().unwrap();
+        let w = world.clone();
+        let other = thread::spawn(move || w.allocate(&w.core(1, 2), 50, 100));
+        let mine = world.allocate(&world.core(0, 1), 50, 100);
+        let theirs = other.join().unwrap();
+        assert!(mine || theirs, "the dead process's 90 bytes blocked both");
+        // Whoever reclaimed left the dead slot free and empty.
+        let dead = &world.slots[0];
+        assert_eq!(state::status(dead.state.load(SeqCst)), state::FREE);
+        assert_eq!(dead.used[0].load(SeqCst), 0);
+        let held = 50 * (u64::from(mine) + u64::from(theirs));
+        assert_eq!(world.core(0, 1).container_usage(0), held);
+    });
+}
+
+#[test]
+fn loom_sibling_threads_claiming_at_once_share_one_slot() {
+    model(|| {
+        let world = World::new(3, 1);
+        let w = world.clone();
+        let sibling = thread::spawn(move || w.core(0, 1).reserve(0, 10, 100).is_ok());
+        assert!(world.core(0, 1).reserve(0, 10, 100).is_ok());
+        assert!(sibling.join().unwrap());
+        assert_eq!(world.core(0, 1).process_usage(0), 20);
+        let live = world
+            .slots
+            .iter()
+            .filter(|s| state::status(s.state.load(SeqCst)) == state::LIVE)
+            .count();
+        assert_eq!(live, 1);
+        assert_eq!(world.core(0, 1).container_usage(0), 20);
+    });
+}
+
+fn entry(bytes: u64) -> Entry {
+    Entry {
+        bytes,
+        device: 1,
+        door: 2,
+    }
+}
+
+#[test]
+fn loom_tracker_concurrent_inserts_grow_a_level_and_lose_nothing() {
+    model(|| {
+        let tracker = Arc::new(Tracker::new());
+        let t = tracker.clone();
+        let other = thread::spawn(move || {
+            t.insert(0x20_0000, entry(1)).unwrap();
+            t.remove(0x20_0000)
+        });
+        tracker.insert(0x40_0000, entry(2)).unwrap();
+        tracker.insert(0x60_0000, entry(3)).unwrap();
+        assert_eq!(other.join().unwrap(), Some(entry(1)));
+        assert_eq!(tracker.get(0x40_0000), Some(entry(2)));
+        assert_eq!(tracker.get(0x60_0000), Some(entry(3)));
+        assert_eq!(tracker.get(0x20_0000), None);
+        assert_eq!(tracker.len(), 2);
+    });
+}
+
+#[test]
+fn loom_tracker_remove_racing_replace_conserves_bytes() {
+    model(|| {
+        let tracker = Arc::new(Tracker::new());
+        tracker.insert(0x1000, entry(10)).unwrap();
+        let t = tracker.clone();
+        let remover = thread::spawn(move || t.remove(0x1000).map_or(0, |e| e.bytes));
+        let replaced = tracker
+            .insert_or_replace(0x1000, entry(20))
+            .unwrap()
+            .map_or(0, |e| e.bytes);
+        let removed = remover.join().unwrap();
+        let left = tracker.get(0x1000).map_or(0, |e| e.bytes);
+        // Every byte recorded is either handed back exactly once or still held.
+        assert_eq!(removed + replaced + left, 30);
+    });
+}

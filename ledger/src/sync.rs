@@ -18,3 +18,20 @@ pub(crate) fn spin_hint() {
     #[cfg(not(loom))]
     std::hint::spin_loop();
 }
+
+/// The store-then-load step of `reserve` (publish my request, then read
+/// everyone's) needs the single total order of SeqCst. In a real build the
+/// SeqCst RMW and the SeqCst loads provide it by themselves (C++20
+/// [atomics.order]: all SeqCst operations form one total order consistent
+/// with program order, and a SeqCst load cannot read a value older than the
+/// last SeqCst modification before it in that order, so the store-buffering
+/// outcome "both miss the other's add" is forbidden). Loom models SeqCst
+/// loads and RMWs only as Acquire/Release, which would report that forbidden
+/// outcome; it models SeqCst *fences* exactly, so the model build places one
+/// here. The model is therefore checked with a guarantee equal to, not
+/// stronger than, what the real build has.
+#[inline(always)]
+pub(crate) fn store_load_order() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
