@@ -29,6 +29,13 @@
 //! `cc -D__HIP_PLATFORM_AMD__`, but they are ROCm 5.2 (no R0600 properties, no
 //! hipGetProcAddress, another hipMemAllocationProp layout), so fixtures do not use them.
 //!
+//! # Several processes
+//! [`Run::spawn`] starts a fixture and returns at once with line-based pipes
+//! ([`Running::read_line`], [`Running::write_line`], [`Running::finish`]), so a test can drive
+//! processes in lock-step (no sleeps); [`SharedState`] gives them one `HIPSIM_STATE` file.
+//! [`hipsim_for_abi`] builds the simulator with ROCm 5 or 7 symbol versions for
+//! [`Fixture::hip_dir`].
+//!
 //! # Environment of a run
 //! A run starts from the test's environment minus every `HIPSIM_*`, `HIP_*`, `HSA_*`,
 //! `ROCR_*`, `LD_AUDIT`, `LD_PRELOAD`, `LD_BIND_NOW` and `AMD_*` variable, then gets

@@ -97,3 +97,41 @@ fn compile_errors_name_the_fixture_and_show_the_compiler_output() {
         "{err}"
     );
 }
+
+#[test]
+fn extra_flags_reach_the_compiler_and_linker() {
+    // -fno-plt and -z now: the program reaches hipMalloc through a GOT entry bound at load time
+    // (the case an audit hook must patch itself); it must still run against the simulator.
+    let src = r#"#include "fixture.h"
+                 int main(void) { void *p; CHECK_HIP(hipMalloc(&p, 1)); CHECK_HIP(hipFree(p)); puts("ok"); return 0; }"#;
+    let got_only = testkit::Fixture::from_source("testkit_noplt", src)
+        .cflag("-fno-plt")
+        .link_flag("-Wl,-z,now")
+        .compile()
+        .unwrap();
+    let lazy = testkit::Fixture::from_source("testkit_noplt", src)
+        .compile()
+        .unwrap();
+    assert_ne!(got_only.exe, lazy.exe, "flags are part of the cache key");
+    let relocs = |exe: &std::path::Path| {
+        testkit::tool_output("readelf", &[std::ffi::OsStr::new("-rW"), exe.as_os_str()]).unwrap()
+    };
+    let hip_malloc = |text: &str, kind: &str| {
+        text.lines()
+            .any(|l| l.contains(kind) && l.contains(" hipMalloc@hip_4.2"))
+    };
+    let got_text = relocs(&got_only.exe);
+    assert!(
+        hip_malloc(&got_text, "GLOB_DAT") && !hip_malloc(&got_text, "JUMP_SLO"),
+        "{got_text}"
+    );
+    let lazy_text = relocs(&lazy.exe);
+    assert!(hip_malloc(&lazy_text, "JUMP_SLO"), "{lazy_text}");
+    let dynamic = testkit::tool_output(
+        "readelf",
+        &[std::ffi::OsStr::new("-d"), got_only.exe.as_os_str()],
+    )
+    .unwrap();
+    assert!(dynamic.contains("NOW"), "{dynamic}");
+    assert_eq!(got_only.run().output().assert_success().stdout, "ok\n");
+}
