@@ -622,3 +622,21 @@ fn bind_now_programs_are_wrapped() {
     assert_eq!(r.meminfo(2), (2 * MIB, LIMIT), "{r}");
     assert_eq!(r.usage(3).1, 6 * MIB, "{r}");
 }
+
+/// `-fno-plt` code calls through GOT slots that never pass la_symbind; the hook must still hold
+/// it to the limit (it rewrites those slots after load).
+#[test]
+fn no_plt_programs_are_wrapped() {
+    let sb = Sandbox::new("noplt", 1).limit("8m").binding(Binding::NoPlt);
+    let r = sb.run(&[
+        "malloc:0:6m",
+        "malloc:1:4m",
+        "meminfo",
+        "props6:0",
+        "usage:0",
+    ]);
+    r.expect_clean_exit().expect_ok(0).expect_oom(1);
+    assert_eq!(r.meminfo(2), (2 * MIB, LIMIT), "{r}");
+    assert_eq!(r.val(3, 0), LIMIT, "{r}");
+    assert_eq!(r.usage(4).1, 6 * MIB, "{r}");
+}

@@ -320,3 +320,30 @@ fn effective_uid() -> u32 {
         .parse()
         .expect("numeric uid")
 }
+
+/// hipDeviceReset releases the calling process's memory only: another process of the same
+/// container keeps its share counted.
+#[test]
+fn device_reset_releases_only_the_calling_process() {
+    let sb = Sandbox::new("reset_shared", 1).limit("8m");
+    let mut holder = sb.spawn(&["malloc:0:4m", "ready", "wait", "meminfo"]);
+    assert_eq!(holder.wait_step(0).rc, HIP_SUCCESS);
+    holder.wait_step(1);
+    let r = sb.run(&[
+        "malloc:0:2m",
+        "reset",
+        "meminfo",
+        "malloc:1:5m",
+        "malloc:2:4m",
+    ]);
+    let h = holder.finish();
+    r.expect_clean_exit().expect_ok(0).expect_ok(1);
+    assert_eq!(
+        r.meminfo(2),
+        (4 * MIB, 8 * MIB),
+        "the holder's 4m still counts\n{r}"
+    );
+    r.expect_oom(3).expect_ok(4);
+    h.expect_clean_exit();
+    assert_eq!(h.meminfo(3), (0, 8 * MIB), "{h}");
+}

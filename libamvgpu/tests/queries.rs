@@ -206,3 +206,17 @@ fn device_count_and_current_device_pass_through() {
     assert_eq!(r.stdout, plain.stdout, "{r}");
     assert_eq!(r.val(0, 0), 3, "{r}");
 }
+
+/// Functions obtained through dlsym and hipGetProcAddress answer like the directly called ones.
+#[test]
+fn looked_up_query_functions_are_virtualized_too() {
+    let sb = Sandbox::new("lookedup", 1).limit("8m");
+    let r = sb.run(&["malloc:0:2m", "dlmeminfo", "procmeminfo", "procprops:0"]);
+    r.expect_clean_exit().expect_ok(0);
+    for i in [1, 2] {
+        r.expect_ok(i);
+        assert_eq!((r.val(i, 0), r.val(i, 1)), (6 * MIB, 8 * MIB), "{r}");
+    }
+    r.expect_ok(3);
+    assert_eq!(r.val(3, 0), 8 * MIB, "{r}");
+}

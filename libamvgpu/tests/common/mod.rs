@@ -64,6 +64,8 @@ pub enum Binding {
     Lazy,
     /// Linked with `-z now`: every PLT slot resolved at start-up.
     Now,
+    /// Compiled with `-fno-plt`: calls go through GOT slots that la_symbind never sees.
+    NoPlt,
 }
 
 /// Compiles `fixtures/<name>.c` through testkit (cached by content) and returns the executable.
@@ -77,8 +79,10 @@ pub fn fixture(name: &str, runtime: Runtime, binding: Binding) -> PathBuf {
         Runtime::Real => f = f.without_hip().link_flag(REAL_RUNTIME),
         Runtime::Sim => f = f.cflag("-DHIPDRIVE_SIM"),
     }
-    if binding == Binding::Now {
-        f = f.link_flag("-Wl,-z,now");
+    match binding {
+        Binding::Lazy => {}
+        Binding::Now => f = f.link_flag("-Wl,-z,now"),
+        Binding::NoPlt => f = f.cflag("-fno-plt"),
     }
     f = f.link_flag("-pthread").link_flag("-ldl");
     f.compile().unwrap_or_else(|e| panic!("{e}")).exe
