@@ -218,6 +218,58 @@ pub unsafe fn bounded_strlen(s: *const c_char, max: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
+    /// Finds libc in this test process and checks our lookup against the loader's answer.
+    #[test]
+    fn lookup_finds_what_the_loader_binds() {
+        unsafe extern "C" fn visit(
+            info: *mut libc::dl_phdr_info,
+            _size: usize,
+            found: *mut core::ffi::c_void,
+        ) -> core::ffi::c_int {
+            // SAFETY: the loader passes a valid info struct for this call.
+            let info = unsafe { &*info };
+            // SAFETY: dlpi_name is NUL-terminated (possibly empty).
+            let name = unsafe { core::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes();
+            if !name.windows(7).any(|w| w == b"libc.so") {
+                return 0;
+            }
+            for i in 0..info.dlpi_phnum as usize {
+                // SAFETY: dlpi_phdr has dlpi_phnum entries.
+                let ph = unsafe { &*info.dlpi_phdr.add(i) };
+                if ph.p_type == libc::PT_DYNAMIC {
+                    let dynamic =
+                        (info.dlpi_addr as usize + ph.p_vaddr as usize) as *const Elf64Dyn;
+                    // SAFETY: `found` is the test's out slot.
+                    unsafe {
+                        *found.cast::<(usize, *const Elf64Dyn)>() =
+                            (info.dlpi_addr as usize, dynamic)
+                    };
+                    return 1;
+                }
+            }
+            0
+        }
+        let mut found: (usize, *const Elf64Dyn) = (0, core::ptr::null());
+        // SAFETY: the callback only reads the loader's data and writes `found`.
+        unsafe {
+            libc::dl_iterate_phdr(
+                Some(visit),
+                (&mut found as *mut (usize, *const Elf64Dyn)).cast(),
+            )
+        };
+        assert!(!found.1.is_null(), "libc is loaded in every test process");
+        // SAFETY: libc stays mapped for the life of the process.
+        let tables =
+            unsafe { DynamicTables::read(found.0, found.1) }.expect("libc has hash tables");
+        // SAFETY: as above.
+        let getpid = unsafe { tables.lookup(b"getpid") };
+        assert_eq!(getpid, Some(libc::getpid as *const () as usize));
+        // SAFETY: as above.
+        assert_eq!(unsafe { tables.lookup(b"getpi") }, None);
+        // SAFETY: as above.
+        assert_eq!(unsafe { tables.lookup(b"no_such_symbol_anywhere") }, None);
+    }
+
     #[test]
     fn gnu_hash_matches_the_reference_values() {
         // Values from the GNU hash specification's examples.

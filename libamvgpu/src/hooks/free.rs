@@ -144,7 +144,9 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> hipError_t {
     // SAFETY: forwarding the caller's argument.
     let (rc, freed) = free_tracked(state, ptr as usize, || unsafe { real(ptr) });
     if let Some(entry) = freed {
-        state.async_pool.remove(ptr as usize);
+        if entry.door == door::POOL {
+            state.async_pool.remove(ptr as usize);
+        }
         state.ledger.release(entry.device, entry.bytes);
     }
     rc

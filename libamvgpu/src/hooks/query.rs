@@ -11,11 +11,49 @@ use super::{current_device, hook, real};
 use crate::config::MAX_DEVICES;
 use crate::state::State;
 use core::ffi::c_int;
+use core::sync::atomic::{AtomicU64, Ordering};
 use hip_sys::*;
 
 /// The total memory to report for `device`, or `None` to report the real value.
 fn virtual_total(state: &State, device: c_int, real_total: u64) -> Option<u64> {
     state.allowance(device).map(|limit| limit.min(real_total))
+}
+
+/// When the last sweep for dead processes ran (coarse monotonic nanoseconds).
+static LAST_SWEEP: AtomicU64 = AtomicU64::new(0);
+
+/// How often a query may sweep: a sweep costs one `kill(pid, 0)` per process slot.
+const SWEEP_INTERVAL_NS: u64 = 100_000_000;
+
+/// The container's usage of `device`. Memory of processes that died without freeing stays in
+/// the ledger until a sweep (an allocation sweeps before it refuses); so that free memory is
+/// not under-reported meanwhile, a query that sees others' usage sweeps at most every 100 ms.
+fn container_usage(state: &State, device: u32) -> u64 {
+    let usage = state.ledger.container_usage(device);
+    if usage <= state.ledger.process_usage(device) {
+        return usage;
+    }
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid out-pointer; the coarse clock is served by the vDSO.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) } != 0 {
+        return usage;
+    }
+    let now = (now.tv_sec as u64).saturating_mul(1_000_000_000) + now.tv_nsec as u64;
+    let last = LAST_SWEEP.load(Ordering::Relaxed);
+    if now.saturating_sub(last) < SWEEP_INTERVAL_NS
+        || LAST_SWEEP
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return usage;
+    }
+    if state.ledger.reclaim_dead() == 0 {
+        return usage;
+    }
+    state.ledger.container_usage(device)
 }
 
 /// `hipMemGetInfo` (current device).
@@ -42,7 +80,7 @@ pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> h
         return rc;
     };
     let usage = if (0..MAX_DEVICES as c_int).contains(&device) {
-        state.ledger.container_usage(device as u32)
+        container_usage(state, device as u32)
     } else {
         u64::MAX
     };
