@@ -11,6 +11,9 @@
 //!   `hipGetDriverEntryPoint`, node `hip_7.1`, is absent from ROCm 6). `hipGetDevicePropertiesR0000`
 //!   sits in node `hip_4.2` in the map but is absent from the ROCm 5.2 binary: it was added with
 //!   the R0600 split in ROCm 6.0 (inferred from the 6.0 node holding `hipGetDevicePropertiesR0600`).
+//!   "ROCm 6" means the last 6.x (chain up to `hip_6.5`): a ROCm 6.0 library lacks
+//!   `hipGetProcAddress` (node `hip_6.1`). "ROCm 7" means 7.2 (chain up to `hip_7.2`); ROCm 7.0
+//!   lacks `hipGetDriverEntryPoint` (node `hip_7.1`).
 
 use crate::attr::hipDeviceAttribute_t;
 use crate::error::hipError_t;
