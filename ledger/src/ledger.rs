@@ -295,6 +295,14 @@ impl Ledger {
                     }
                     break;
                 }
+                Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+                    return Err(LedgerError::new(
+                        path,
+                        Reason::NotRegularFile {
+                            file_type: "directory",
+                        },
+                    ))
+                }
                 Err(e) => return Err(LedgerError::io(path, "open for reading and writing", e)),
             }
         }

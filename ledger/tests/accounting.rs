@@ -1,15 +1,9 @@
 //! Single-process behaviour of `Ledger` that the hook relies on.
 
 use amvgpu_ledger::{Ledger, Refused, MAX_DEVICES};
-use std::path::PathBuf;
 
-pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("amvgpu-ledger-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
+mod common;
+use common::scratch_dir;
 
 fn both_kinds(name: &str) -> Vec<Ledger> {
     let dir = scratch_dir(name);

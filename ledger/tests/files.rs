@@ -1,0 +1,300 @@
+//! Opening and creating the ledger file: every unusable file is an error that
+//! names the path and the reason; racing creators share one valid file.
+
+mod common;
+use amvgpu_ledger::{open_readonly, Ledger, LedgerError, Reason};
+use common::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+const FILE_SIZE: usize = 856_064;
+
+fn open_err(path: &Path) -> LedgerError {
+    let err = Ledger::open_shared(path).expect_err("must refuse");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&path.display().to_string()),
+        "error does not name the path: {shown}"
+    );
+    assert_eq!(err.path(), path);
+    err
+}
+
+/// A valid ledger file's bytes.
+fn valid_bytes(dir: &Path) -> Vec<u8> {
+    let path = dir.join("template");
+    drop(Ledger::open_shared(&path).unwrap());
+    std::fs::read(&path).unwrap()
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn missing_directory_is_refused() {
+    let dir = scratch_dir("nodir");
+    let path = dir.join("no/such/dir/ledger");
+    let err = open_err(&path);
+    assert!(matches!(err.reason(), Reason::Io { .. }), "{err}");
+    assert!(
+        err.to_string().contains("No such file or directory"),
+        "{err}"
+    );
+    assert!(open_readonly(&path).is_err());
+}
+
+#[test]
+fn non_regular_files_are_refused() {
+    let dir = scratch_dir("nonreg");
+    let err = open_err(&dir);
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::NotRegularFile {
+                file_type: "directory"
+            }
+        ),
+        "{err}"
+    );
+    let err = open_err(Path::new("/dev/null"));
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::NotRegularFile {
+                file_type: "character device"
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}
+
+#[test]
+fn garbage_and_foreign_files_are_refused_with_the_reason() {
+    let dir = scratch_dir("garbage");
+    let valid = valid_bytes(&dir);
+    assert_eq!(valid.len(), FILE_SIZE);
+
+    // Random bytes of exactly the right size.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let random: Vec<u8> = (0..FILE_SIZE)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let err = open_err(&write(&dir, "random", &random));
+    assert!(matches!(err.reason(), Reason::BadMagic { .. }), "{err}");
+    assert!(err.to_string().contains("not a ledger file"), "{err}");
+
+    // All zeroes (e.g. a half-made file from some other tool).
+    let err = open_err(&write(&dir, "zeroes", &vec![0; FILE_SIZE]));
+    assert!(
+        matches!(err.reason(), Reason::BadMagic { found } if *found == [0; 8]),
+        "{err}"
+    );
+
+    // Wrong magic, otherwise valid.
+    let mut bad = valid.clone();
+    bad[..8].copy_from_slice(b"HAMICACH");
+    let err = open_err(&write(&dir, "magic", &bad));
+    assert!(err.to_string().contains("HAMICACH"), "{err}");
+
+    // Another layout version.
+    let mut bad = valid.clone();
+    bad[8..12].copy_from_slice(&7u32.to_ne_bytes());
+    let err = open_err(&write(&dir, "version", &bad));
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::UnsupportedVersion {
+                found: 7,
+                supported: 1
+            }
+        ),
+        "{err}"
+    );
+
+    // Incompatible layout field (a build with more slots).
+    let mut bad = valid.clone();
+    bad[0x18..0x1c].copy_from_slice(&2048u32.to_ne_bytes());
+    let err = open_err(&write(&dir, "slots", &bad));
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::LayoutMismatch {
+                field: "max_slots",
+                found: 2048,
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // Truncated at several points, including an empty file.
+    for len in [0, 5, 100, 4096, FILE_SIZE - 1] {
+        let err = open_err(&write(&dir, &format!("trunc{len}"), &valid[..len]));
+        assert!(
+            matches!(err.reason(), Reason::Truncated { size, .. } if *size == len as u64),
+            "{len}: {err}"
+        );
+        assert!(err.to_string().contains("truncated"), "{err}");
+        assert!(open_readonly(&dir.join(format!("trunc{len}"))).is_err());
+    }
+
+    // Longer than the layout.
+    let mut long = valid.clone();
+    long.extend_from_slice(&[0; 4096]);
+    let err = open_err(&write(&dir, "long", &long));
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::LayoutMismatch {
+                field: "file size",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A free slot that claims usage: garbage that would block every reserve.
+    let mut bad = valid.clone();
+    let slot5_used_dev0 = 0x1000 + 5 * 0x340 + 0x40;
+    bad[slot5_used_dev0..slot5_used_dev0 + 8].copy_from_slice(&1u64.to_ne_bytes());
+    let err = open_err(&write(&dir, "freeused", &bad));
+    assert!(
+        matches!(err.reason(), Reason::Corrupt { slot: 5, .. }),
+        "{err}"
+    );
+
+    // The unmodified template still opens.
+    assert!(Ledger::open_shared(&write(&dir, "good", &valid)).is_ok());
+}
+
+#[test]
+fn read_only_file_is_refused_for_accounting_but_readable_for_status() {
+    let dir = scratch_dir("readonly");
+    let path = dir.join("ledger");
+    {
+        let ledger = Ledger::open_shared(&path).unwrap();
+        ledger.reserve(0, 1234, 10_000).unwrap();
+        // Keep a slot alive in the file for the read-only view below by
+        // leaking the ledger (its slot stays, owned by this live process).
+        std::mem::forget(ledger);
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Root ignores permission bits: check as an unprivileged user, the
+        // situation a container with a ledger made by another user is in.
+        let mut cmd = spawn_child("read-only", &[("LEDGER", path.display().to_string())]);
+        std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
+        std::os::unix::process::CommandExt::gid(&mut cmd, 65534);
+        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "child failed: {stdout}");
+        assert!(stdout.contains("refused: ledger file"), "{stdout}");
+        assert!(stdout.contains("Permission denied"), "{stdout}");
+        assert!(stdout.contains("usage 1234"), "{stdout}");
+    } else {
+        let err = open_err(&path);
+        assert!(err.to_string().contains("Permission denied"), "{err}");
+    }
+    let snap = open_readonly(&path).unwrap();
+    assert_eq!(snap.container_usage[0], 1234);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "a read-only view wrote to the file"
+    );
+}
+
+#[test]
+fn racing_creators_all_use_one_valid_file() {
+    const CREATORS: usize = 6;
+    for round in 0..4 {
+        let dir = scratch_dir(&format!("race{round}"));
+        let path = dir.join("ledger");
+        let mut children: Vec<_> = (0..CREATORS)
+            .map(|_| {
+                spawn_child("create", &[("LEDGER", path.display().to_string())])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in &mut children {
+            read_until(child, "ready");
+        }
+        // Release them all at once; each opens (creating if absent) and
+        // reserves 1 byte, then reports the inode it mapped.
+        for child in &mut children {
+            use std::io::Write;
+            writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+        }
+        let inodes: Vec<String> = children
+            .iter_mut()
+            .map(|c| read_until(c, "inode"))
+            .collect();
+        assert!(
+            inodes.iter().all(|i| *i == inodes[0]),
+            "different files: {inodes:?}"
+        );
+        assert_eq!(
+            format!("inode {}", std::fs::metadata(&path).unwrap().ino()),
+            inodes[0]
+        );
+        let snap = open_readonly(&path).unwrap();
+        assert_eq!(
+            snap.container_usage[0], CREATORS as u64,
+            "every creator accounts in one file"
+        );
+        assert_eq!(snap.slots.len(), CREATORS);
+        for child in &mut children {
+            drop(child.stdin.take());
+            assert!(child.wait().unwrap().success());
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "ledger")
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+        assert_eq!(open_readonly(&path).unwrap().container_usage[0], 0);
+    }
+}
+
+#[test]
+#[ignore = "entry point for child processes of the tests above"]
+fn child_entry() {
+    let Ok(role) = std::env::var(ROLE_VAR) else {
+        return;
+    };
+    let path = std::path::PathBuf::from(arg("LEDGER"));
+    match role.as_str() {
+        "read-only" => {
+            match Ledger::open_shared(&path) {
+                Ok(_) => println!("opened read-only file for writing"),
+                Err(e) => println!("refused: {e}"),
+            }
+            match open_readonly(&path) {
+                Ok(snap) => println!("usage {}", snap.container_usage[0]),
+                Err(e) => println!("status failed: {e}"),
+            }
+        }
+        "create" => {
+            println!("ready");
+            wait_for_parent();
+            let ledger = Ledger::open_shared(&path).expect("open or create");
+            ledger.reserve(0, 1, u64::MAX).unwrap();
+            println!("inode {}", std::fs::metadata(&path).unwrap().ino());
+            wait_for_parent(); // until stdin closes
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
