@@ -27,11 +27,17 @@ thread_local! {
 /// Proof that this thread is inside hook logic; clears the flag when dropped.
 pub(crate) struct Active {
     pub state: &'static State,
+    /// This thread's `IN_HOOK` slot, kept so that leaving costs no second TLS lookup (in a
+    /// `dlopen`ed module each lookup is a `__tls_get_addr` call). The raw pointer also makes
+    /// `Active` `!Send`: it never leaves its thread.
+    flag: *const Cell<bool>,
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        IN_HOOK.with(|flag| flag.set(false));
+        // SAFETY: `flag` is this thread's TLS slot (see `hook`); `Active` cannot leave the
+        // thread and lives shorter than it, so the slot is alive.
+        unsafe { (*self.flag).set(false) };
     }
 }
 
@@ -45,7 +51,10 @@ pub(crate) fn hook() -> Option<Active> {
             None
         } else {
             flag.set(true);
-            Some(Active { state })
+            Some(Active {
+                state,
+                flag: flag as *const Cell<bool>,
+            })
         }
     })
 }
