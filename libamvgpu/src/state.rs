@@ -46,6 +46,8 @@ pub struct State {
     pub vmm_refs: Tracker,
     /// VMM mapping start address -> handle (in `bytes`).
     pub vmm_maps: Tracker,
+    /// Stream -> the device it runs on.
+    pub streams: Tracker,
     /// Source of cache sequence numbers.
     pub cache_seq: AtomicU32,
     /// Set once any pool block was cached, so synchronisations skip the cache scan until then.
@@ -231,6 +233,7 @@ fn build(snapshot: &Snapshot, source: Source) -> Option<State> {
         pools: Tracker::new(),
         vmm_refs: Tracker::new(),
         vmm_maps: Tracker::new(),
+        streams: Tracker::new(),
         cache_seq: AtomicU32::new(0),
         pool_cache_used: AtomicBool::new(false),
         rocm6_abi: symbols::real(Sym::hipGetDevicePropertiesR0600).is_some(),

@@ -11,7 +11,7 @@
 //! runtime's own function.
 
 use crate::elf::DynamicTables;
-use crate::hooks::{alloc, free, lookup, query};
+use crate::hooks::{alloc, free, lookup, query, stream};
 use core::ffi::c_char;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
@@ -78,6 +78,11 @@ symbol_table! {
         hipDeviceSynchronize => free::hipDeviceSynchronize,
         hipStreamSynchronize => free::hipStreamSynchronize,
         hipDeviceReset => free::hipDeviceReset,
+        hipStreamCreate => stream::hipStreamCreate,
+        hipStreamCreateWithFlags => stream::hipStreamCreateWithFlags,
+        hipStreamCreateWithPriority => stream::hipStreamCreateWithPriority,
+        hipExtStreamCreateWithCUMask => stream::hipExtStreamCreateWithCUMask,
+        hipStreamDestroy => stream::hipStreamDestroy,
         hipMemGetInfo => query::hipMemGetInfo,
         hipDeviceTotalMem => query::hipDeviceTotalMem,
         hipDeviceGetAttribute => query::hipDeviceGetAttribute,

@@ -605,25 +605,6 @@ pub unsafe extern "C" fn hipMipmappedArrayCreate(
     )
 }
 
-/// The device a stream runs on: the current device for the NULL stream, otherwise the
-/// runtime's answer when it exports `hipStreamGetDevice`, else the current device.
-pub(crate) fn stream_device(stream: hipStream_t) -> Result<c_int, hipError_t> {
-    if !stream.is_null() {
-        if let Some(addr) = symbols::real(Sym::hipStreamGetDevice) {
-            type StreamGetDevice = unsafe extern "C" fn(hipStream_t, *mut c_int) -> hipError_t;
-            // SAFETY: hipStreamGetDevice(hipStream_t, hipDevice_t*) per the HIP headers.
-            let get: StreamGetDevice = unsafe { core::mem::transmute::<usize, _>(addr) };
-            let mut device: c_int = -1;
-            // SAFETY: `device` is a valid out-pointer; the stream is the caller's.
-            return match unsafe { get(stream, &mut device) } {
-                hipSuccess => Ok(device),
-                rc => Err(rc),
-            };
-        }
-    }
-    current_device()
-}
-
 /// The default pool of `device`, from the runtime.
 pub(crate) fn default_pool(device: c_int) -> Option<usize> {
     let addr = symbols::real(Sym::hipDeviceGetDefaultMemPool)?;
@@ -750,8 +731,8 @@ pub unsafe extern "C" fn hipMallocAsync(
         // SAFETY: forwarding the caller's arguments unchanged to the real function.
         return unsafe { real(ptr, size, stream) };
     };
-    let device = match stream_device(stream) {
-        Ok(device) => device,
+    let device = match super::stream::stream_device(stream) {
+        Ok((device, _)) => device,
         // SAFETY: a bad stream: the runtime gives its own error.
         Err(_) => return unsafe { real(ptr, size, stream) },
     };

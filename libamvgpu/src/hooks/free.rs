@@ -377,9 +377,8 @@ pub unsafe extern "C" fn hipDeviceSynchronize() -> hipError_t {
 }
 
 /// `hipStreamSynchronize`: as `hipDeviceSynchronize` for the stream's device, when the hook
-/// can tell which device that is (the NULL stream, or a runtime exporting
-/// `hipStreamGetDevice`); otherwise the mirror keeps the blocks charged until a trim, a
-/// refusal-driven trim or a reset.
+/// knows which device that is (see `stream`); otherwise the mirror keeps the blocks charged
+/// until a trim, a refusal-driven trim, a device synchronisation or a reset.
 ///
 /// # Safety
 /// HIP's contract for `hipStreamSynchronize`.
@@ -391,12 +390,9 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: hipStream_t) -> hipError_t
         return rc;
     };
     if rc == hipSuccess && active.state.pool_cache_may_hold() {
-        let device = if stream.is_null() || symbols::real(Sym::hipStreamGetDevice).is_some() {
-            super::alloc::stream_device(stream).ok()
-        } else {
-            None
-        };
-        if let Some(device) = device {
+        // Only a device the hook knows for sure: releasing another device's mirror would
+        // under-count.
+        if let Ok((device, true)) = super::stream::stream_device(stream) {
             release_cached(active.state, device, None, 0);
         }
     }
@@ -435,5 +431,6 @@ pub unsafe extern "C" fn hipDeviceReset() -> hipError_t {
     state.vmm_maps.drain_device(device, |_, _| {});
     state.vmm_refs.drain_device(device, |_, _| {});
     state.pools.drain_device(device, |_, _| {});
+    state.streams.drain_device(device, |_, _| {});
     rc
 }

@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod free;
 pub mod lookup;
 pub mod query;
+pub mod stream;
 
 use crate::log;
 use crate::state::{self, State};
