@@ -16,7 +16,8 @@
 //!   (`LA_SYMB_DLSYM`) alike. Bindings that never reach `la_symbind64` (address-taken
 //!   functions, weak-symbol tests, `-fno-plt`, `-z now` on glibc < 2.35) are GLOB_DAT/JUMP_SLOT
 //!   relocations; `got` rewrites those slots once the loader has relocated the object.
-//! - `hooks::{alloc, free, query, lookup}`: the wrappers, one file per door family. Each is a
+//! - `hooks::{alloc, free, query, lookup, stream}`: the wrappers, one file per door family
+//!   (`stream` records which device each stream runs on). Each is a
 //!   plain `extern "C" fn` with the door's exact signature. The real function is the runtime's
 //!   export, found by a lookup in `libamdhip64`'s own dynamic symbol table (`elf`; no
 //!   `dlsym`) or taken from the binding, and cached in an atomic slot.
@@ -89,9 +90,12 @@
 //!
 //! - GOT-only bindings of an object loaded by `dlopen` are patched at the next loader event
 //!   (glibc reports the `dlopen` before relocating it); PLT calls are wrapped immediately.
-//! - `hipStreamSynchronize` on a non-NULL stream releases cached pool blocks only when the
-//!   runtime exports `hipStreamGetDevice`; otherwise they stay charged until a trim, a
-//!   refusal-driven trim, a device synchronisation or a reset.
+//! - A stream the hook did not see created (before the first wrapped call, or by an unwrapped
+//!   door) is taken to run on the current device unless the runtime exports
+//!   `hipStreamGetDevice`; synchronising such a stream leaves its device's cached pool blocks
+//!   charged until a trim, a refusal-driven trim, a device synchronisation or a reset.
+//! - `hipMemGetInfo` reports total = min(limit, real total), like the other doors, rather than
+//!   the bare limit, so that all doors agree even when a limit exceeds the card.
 //! - Processes of different uids use different default ledger files (set
 //!   `HIP_DEVICE_MEMORY_SHARED_CACHE` to a path they share).
 //! - Statically linked programs and musl load no audit module.

@@ -686,7 +686,7 @@ unsafe fn pool_allocation(
         // The pools' caches may be what fills the limit: return them to the device (what a
         // synchronisation would do; invisible to the program) and try once more.
         if super::free::trim_device_caches(state, device) == 0 {
-            super::log_refusal(&charge, &refused);
+            super::log_refusal(state, &charge, &refused);
             return hipErrorOutOfMemory;
         }
         if !super::reserve(state, &charge, bytes as u64, limit) {

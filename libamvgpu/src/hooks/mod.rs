@@ -142,18 +142,24 @@ pub(crate) fn reserve(state: &State, charge: &Charge, bytes: u64, limit: u64) ->
     match state.ledger.reserve(charge.device as u32, bytes, limit) {
         Ok(()) => true,
         Err(refused) => {
-            log_refusal(charge, &refused);
+            log_refusal(state, charge, &refused);
             false
         }
     }
 }
 
 /// Logs that `charge` is answered with `hipErrorOutOfMemory`.
-pub(crate) fn log_refusal(charge: &Charge, refused: &amvgpu_ledger::Refused) {
+pub(crate) fn log_refusal(state: &State, charge: &Charge, refused: &amvgpu_ledger::Refused) {
+    let why = if state.limits.get(charge.device) == crate::config::DeviceLimit::Invalid {
+        " (the limit variable for this device is invalid, see the error logged at start)"
+    } else {
+        ""
+    };
     log::warn!(
-        "{} refused with hipErrorOutOfMemory: {}",
+        "{} refused with hipErrorOutOfMemory: {}{}",
         charge.name,
-        refused
+        refused,
+        why
     );
 }
 
