@@ -23,11 +23,11 @@ fn virtual_total(state: &State, device: c_int, real_total: u64) -> Option<u64> {
 static LAST_SWEEP: AtomicU64 = AtomicU64::new(0);
 
 /// How often a query may sweep: a sweep costs one `kill(pid, 0)` per process slot.
-const SWEEP_INTERVAL_NS: u64 = 100_000_000;
+const SWEEP_INTERVAL_NS: u64 = 10_000_000;
 
 /// The container's usage of `device`. Memory of processes that died without freeing stays in
 /// the ledger until a sweep (an allocation sweeps before it refuses); so that free memory is
-/// not under-reported meanwhile, a query that sees others' usage sweeps at most every 100 ms.
+/// not under-reported meanwhile, a query that sees others' usage sweeps at most every 10 ms.
 fn container_usage(state: &State, device: u32) -> u64 {
     let usage = state.ledger.container_usage(device);
     if usage <= state.ledger.process_usage(device) {
