@@ -317,3 +317,26 @@ unsafe fn write_slot(slot: *mut usize, value: usize, relro: Option<(usize, usize
     }
     PATCHED.fetch_add(1, Ordering::Relaxed);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_remembered_until_closed() {
+        let a = 0x7f00_1234_5000usize;
+        let b = a + DONE_SLOTS * 16; // same home slot as `a`
+        assert!(!is_done(a));
+        mark_done(a);
+        mark_done(b);
+        assert!(is_done(a) && is_done(b));
+        forget(a);
+        assert!(!is_done(a));
+        // The tombstone keeps `b`, which probed past `a`, reachable.
+        assert!(is_done(b));
+        mark_done(a);
+        assert!(is_done(a));
+        forget(a);
+        forget(b);
+    }
+}

@@ -96,6 +96,9 @@
 //!   charged until a trim, a refusal-driven trim, a device synchronisation or a reset.
 //! - `hipMemGetInfo` reports total = min(limit, real total), like the other doors, rather than
 //!   the bare limit, so that all doors agree even when a limit exceeds the card.
+//! - A VMM handle's mapping count is updated without a lock: mapping, unmapping or releasing
+//!   the *same* handle from two threads at the same instant can lose an update (different
+//!   handles are independent).
 //! - Processes of different uids use different default ledger files (set
 //!   `HIP_DEVICE_MEMORY_SHARED_CACHE` to a path they share).
 //! - Statically linked programs and musl load no audit module.
