@@ -929,6 +929,25 @@ pub unsafe extern "C" fn hipMemMap(
     rc
 }
 
+// The C layouts this file reads, restated where they are used (hip-sys checks them against
+// the HIP headers; these fail the build if hip-sys ever changes them).
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<hipExtent>() == 24);
+    assert!(size_of::<hipPitchedPtr>() == 32 && offset_of!(hipPitchedPtr, pitch) == 8);
+    assert!(size_of::<hipChannelFormatDesc>() == 20);
+    assert!(size_of::<HIP_ARRAY_DESCRIPTOR>() == 24);
+    assert!(offset_of!(HIP_ARRAY_DESCRIPTOR, Format) == 16);
+    assert!(size_of::<HIP_ARRAY3D_DESCRIPTOR>() == 40);
+    assert!(offset_of!(HIP_ARRAY3D_DESCRIPTOR, Format) == 24);
+    assert!(size_of::<hipMemAllocationProp>() == 32);
+    assert!(offset_of!(hipMemAllocationProp, location) == 8);
+    assert!(size_of::<hipMemAllocationProp_R5>() == 32);
+    assert!(offset_of!(hipMemAllocationProp_R5, location) == 4);
+    assert!(size_of::<hipMemPoolProps>() == 88 && offset_of!(hipMemPoolProps, location) == 8);
+    assert!(size_of::<hipMemLocation>() == 8 && offset_of!(hipMemLocation, id) == 4);
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -960,22 +979,3 @@ mod tests {
         assert_eq!(array_size(None, 16, 16, 0), None);
     }
 }
-
-// The C layouts this file reads, restated where they are used (hip-sys checks them against
-// the HIP headers; these fail the build if hip-sys ever changes them).
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<hipExtent>() == 24);
-    assert!(size_of::<hipPitchedPtr>() == 32 && offset_of!(hipPitchedPtr, pitch) == 8);
-    assert!(size_of::<hipChannelFormatDesc>() == 20);
-    assert!(size_of::<HIP_ARRAY_DESCRIPTOR>() == 24);
-    assert!(offset_of!(HIP_ARRAY_DESCRIPTOR, Format) == 16);
-    assert!(size_of::<HIP_ARRAY3D_DESCRIPTOR>() == 40);
-    assert!(offset_of!(HIP_ARRAY3D_DESCRIPTOR, Format) == 24);
-    assert!(size_of::<hipMemAllocationProp>() == 32);
-    assert!(offset_of!(hipMemAllocationProp, location) == 8);
-    assert!(size_of::<hipMemAllocationProp_R5>() == 32);
-    assert!(offset_of!(hipMemAllocationProp_R5, location) == 4);
-    assert!(size_of::<hipMemPoolProps>() == 88 && offset_of!(hipMemPoolProps, location) == 8);
-    assert!(size_of::<hipMemLocation>() == 8 && offset_of!(hipMemLocation, id) == 4);
-};
