@@ -8,7 +8,7 @@
 //! runtime is called, and nothing is recorded.
 #![allow(non_snake_case, non_upper_case_globals)]
 
-use super::{allocate, current_device, door, hook, read_in, real, track, Charge};
+use super::{allocate, current_device, door, hook, read_in, real, track, Charge, NO_DEVICE};
 use crate::log;
 use crate::state::State;
 use crate::symbols::{self, Sym};
@@ -73,10 +73,8 @@ unsafe fn linear(
     size: usize,
     call: impl FnOnce() -> hipError_t,
 ) -> hipError_t {
-    let device = match current_device() {
-        Ok(device) => device,
-        Err(rc) => return rc,
-    };
+    // Without a device the runtime answers (see `allocate` for a device it cannot name).
+    let device = current_device().unwrap_or(NO_DEVICE);
     let Some(bytes) = linear_bytes(size) else {
         return overflow(name, format_args!("{size} bytes"));
     };
@@ -180,10 +178,8 @@ unsafe fn pitched(
     rows: usize,
     call: impl FnOnce() -> hipError_t,
 ) -> hipError_t {
-    let device = match current_device() {
-        Ok(device) => device,
-        Err(rc) => return rc,
-    };
+    // Without a device the runtime answers (see `allocate` for a device it cannot name).
+    let device = current_device().unwrap_or(NO_DEVICE);
     let Some(bytes) = pitched_bytes(width, rows, 1) else {
         return overflow(name, format_args!("width {width}, height {rows}"));
     };
@@ -274,10 +270,8 @@ pub unsafe extern "C" fn hipMalloc3D(
         // SAFETY: forwarding the caller's arguments unchanged to the real function.
         return unsafe { real(pitched_ptr, extent) };
     };
-    let device = match current_device() {
-        Ok(device) => device,
-        Err(rc) => return rc,
-    };
+    // Without a device the runtime answers (see `allocate` for a device it cannot name).
+    let device = current_device().unwrap_or(NO_DEVICE);
     let name = "hipMalloc3D";
     let Some(bytes) = pitched_bytes(extent.width, extent.height, extent.depth) else {
         return overflow(name, format_args!("{extent:?}"));
@@ -332,10 +326,8 @@ fn array_door(
     out: impl FnOnce() -> Option<usize>,
     undo: fn(usize),
 ) -> hipError_t {
-    let device = match current_device() {
-        Ok(device) => device,
-        Err(rc) => return rc,
-    };
+    // Without a device the runtime answers (see `allocate` for a device it cannot name).
+    let device = current_device().unwrap_or(NO_DEVICE);
     let bytes = match bytes {
         // NULL descriptor: the runtime reports its own error.
         None => return call(),
@@ -731,11 +723,8 @@ pub unsafe extern "C" fn hipMallocAsync(
         // SAFETY: forwarding the caller's arguments unchanged to the real function.
         return unsafe { real(ptr, size, stream) };
     };
-    let device = match super::stream::stream_device(stream) {
-        Ok((device, _)) => device,
-        // SAFETY: a bad stream: the runtime gives its own error.
-        Err(_) => return unsafe { real(ptr, size, stream) },
-    };
+    // A bad stream: the runtime gives its own error (see `allocate`).
+    let device = super::stream::stream_device(stream).map_or(NO_DEVICE, |(device, _)| device);
     let pool = default_pool(device).unwrap_or(0);
     // SAFETY: forwarding the caller's arguments.
     unsafe {

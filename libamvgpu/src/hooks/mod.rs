@@ -124,6 +124,10 @@ pub(crate) mod door {
     pub const VMM: u8 = 7;
 }
 
+/// The device of a charge when the runtime cannot say which device is meant (no device, bad
+/// stream): `allocate` then lets the runtime answer and refuses anything it would allocate.
+pub(crate) const NO_DEVICE: c_int = -1;
+
 /// What an allocation door is about to take.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Charge {
