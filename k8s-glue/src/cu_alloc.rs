@@ -82,7 +82,7 @@ pub fn parse_claim_list(at: &str, list: &str, cu_count: u32) -> Result<CuSet> {
                 format!("item {item:?} has whitespace inside a CU id"),
             ));
         }
-        if item.len() > 1 && item[..2].eq_ignore_ascii_case("0x") {
+        if item.len() > 1 && item.as_bytes()[..2].eq_ignore_ascii_case(b"0x") {
             return Err(Error::new(
                 at,
                 excerpt(list),
@@ -175,6 +175,12 @@ mod tests {
                 "0xff",
             ),
             (r#"{"U1":"-3"}"#, r#"hami.io/amd-cu-allocated["U1"]"#, "-3"),
+            // Found by fuzzing: a multi-byte character where the hex check looks.
+            (
+                "{\"U1\":\"?\u{10475e}\"}",
+                r#"hami.io/amd-cu-allocated["U1"]"#,
+                "?\u{10475e}",
+            ),
             (r#"{"U1":7}"#, r#"hami.io/amd-cu-allocated["U1"]"#, "7"),
             (r#"{"":"1"}"#, r#"hami.io/amd-cu-allocated[""]"#, ""),
             (r#"["U1"]"#, "hami.io/amd-cu-allocated", r#"["U1"]"#),

@@ -130,7 +130,8 @@ fn decode_gpu(i: usize, item: Value) -> Result<GpuInfo> {
         if value.is_null() {
             continue;
         }
-        match key.as_str() {
+        // Go matches JSON keys to struct fields case-insensitively.
+        match key.to_ascii_lowercase().as_str() {
             "id" => gpu.id = string_field(&at("id"), &value)?,
             "index" => gpu.index = int_field(&at("index"), &value, 0, u64::MAX as i128)? as u64,
             "count" => {
@@ -357,7 +358,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_nulls_are_tolerated() {
-        let text = r#"[{"id":"U1","migtemplate":null,"devicepairscore":{},"future":[1,2],"devmem":null,"devcore":60}]"#;
+        let text = r#"[{"id":"U1","migtemplate":null,"devicepairscore":{},"future":[1,2],"devmem":null,"DevCore":60}]"#;
         let gpus = decode_node(text).unwrap();
         assert_eq!(gpus[0].devcore, 60);
         assert_eq!(gpus[0].devmem, 0);
