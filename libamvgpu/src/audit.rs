@@ -49,6 +49,7 @@ static MAIN_MAP: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 const LA_ACT_CONSISTENT: c_uint = 0;
+const LA_ACT_ADD: c_uint = 1;
 
 /// `environ` as it was when the main program was opened, before any of its code ran.
 static INITIAL_ENVIRON: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
@@ -126,10 +127,6 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, _lmid: i64, cookie: *mut 
             Ordering::Relaxed,
         );
     }
-    if STARTED.load(Ordering::Acquire) != 0 {
-        // Objects of an earlier dlopen are relocated by now.
-        patch_loaded_objects();
-    }
     match classify(path) {
         ObjectKind::Runtime => {
             if RUNTIME_COOKIE
@@ -183,13 +180,16 @@ pub unsafe extern "C" fn la_preinit(_cookie: *mut usize) {
     patch_loaded_objects();
 }
 
-/// After a `dlopen` completes, patch the newly loaded objects.
+/// Patches objects at the loader's namespace events after start-up: at `LA_ACT_ADD` (a new
+/// `dlopen` begins, so every object of the previous one is relocated by now) and at
+/// `LA_ACT_CONSISTENT` (the `dlopen` has mapped its objects; glibc relocates them only
+/// afterwards, so those stay pending until the next event, see [`crate::got`]).
 ///
 /// # Safety
 /// Called by the loader.
 #[no_mangle]
 pub unsafe extern "C" fn la_activity(_cookie: *mut usize, flag: c_uint) {
-    if flag == LA_ACT_CONSISTENT && STARTED.load(Ordering::Acquire) != 0 {
+    if (flag == LA_ACT_CONSISTENT || flag == LA_ACT_ADD) && STARTED.load(Ordering::Acquire) != 0 {
         patch_loaded_objects();
     }
 }

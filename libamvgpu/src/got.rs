@@ -9,7 +9,7 @@
 //! the wrapper's address.
 //!
 //! When: at `la_preinit` (all start-up objects are relocated then) and, after it, at every
-//! later loader event (`la_objopen`, `la_activity`). glibc reports a `dlopen`'s
+//! later namespace event (`la_activity` ADD and CONSISTENT). glibc reports a `dlopen`'s
 //! `LA_ACT_CONSISTENT` *before* relocating the new objects (seen on 2.36), so an object whose
 //! wrapped slots still hold 0 stays pending and is patched at the next event (the next
 //! `dlopen` or `dlclose`): until then, its GOT-only calls reach the runtime unwrapped. A slot
