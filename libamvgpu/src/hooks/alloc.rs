@@ -321,7 +321,7 @@ fn array_door(
     state: &State,
     name: &'static str,
     door: u8,
-    bytes: Option<Option<usize>>,
+    bytes: Option<ArraySize>,
     call: impl FnOnce() -> hipError_t,
     out: impl FnOnce() -> Option<usize>,
     undo: fn(usize),
@@ -331,7 +331,10 @@ fn array_door(
     let bytes = match bytes {
         // NULL descriptor: the runtime reports its own error.
         None => return call(),
-        Some(None) => {
+        Some(ArraySize::Overflow) => {
+            return overflow(name, format_args!("array descriptor"));
+        }
+        Some(ArraySize::Unsizable) => {
             if state.allowance(device).is_none() {
                 return call();
             }
@@ -345,7 +348,7 @@ fn array_door(
             }
             return rc;
         }
-        Some(Some(bytes)) => bytes,
+        Some(ArraySize::Bytes(bytes)) => bytes,
     };
     let charge = Charge {
         device,
@@ -362,13 +365,29 @@ fn array_door(
     )
 }
 
-/// Array sizes: `None` if the arithmetic overflows or the element is not understood.
-fn array_size(element: Option<usize>, w: usize, h: usize, d: usize) -> Option<usize> {
-    let element = element?;
-    if w == 0 {
-        return None;
+/// What an array descriptor costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArraySize {
+    Bytes(usize),
+    /// An element format or width the runtime rejects (it gives its own error).
+    Unsizable,
+    /// The size does not fit in `usize`: `hipErrorOutOfMemory`, the runtime is not called.
+    Overflow,
+}
+
+fn sized(
+    element: Option<usize>,
+    width: usize,
+    size: impl FnOnce(usize) -> Option<usize>,
+) -> ArraySize {
+    match element {
+        Some(element) if width > 0 => size(element).map_or(ArraySize::Overflow, ArraySize::Bytes),
+        _ => ArraySize::Unsizable,
     }
-    array_bytes(element, w, h, d)
+}
+
+fn array_size(element: Option<usize>, w: usize, h: usize, d: usize) -> ArraySize {
+    sized(element, w, |e| array_bytes(e, w, h, d))
 }
 
 /// `hipMallocArray`.
@@ -513,12 +532,10 @@ pub unsafe extern "C" fn hipArray3DCreate(
     )
 }
 
-fn mipmapped_size(element: Option<usize>, extent: hipExtent, levels: c_uint) -> Option<usize> {
-    let element = element?;
-    if extent.width == 0 {
-        return None;
-    }
-    mipmapped_bytes(element, extent.width, extent.height, extent.depth, levels)
+fn mipmapped_size(element: Option<usize>, extent: hipExtent, levels: c_uint) -> ArraySize {
+    sized(element, extent.width, |e| {
+        mipmapped_bytes(e, extent.width, extent.height, extent.depth, levels)
+    })
 }
 
 /// `hipMallocMipmappedArray`.
@@ -962,9 +979,18 @@ mod tests {
 
     #[test]
     fn array_sizes_refuse_overflow_and_zero_width() {
-        assert_eq!(array_size(Some(4), 1024, 0, 0), Some(4096));
-        assert_eq!(array_size(Some(4), 0, 10, 0), None);
-        assert_eq!(array_size(Some(16), usize::MAX / 2, 2, 0), None);
-        assert_eq!(array_size(None, 16, 16, 0), None);
+        assert_eq!(array_size(Some(4), 1024, 0, 0), ArraySize::Bytes(4096));
+        assert_eq!(array_size(Some(4), 0, 10, 0), ArraySize::Unsizable);
+        assert_eq!(
+            array_size(Some(16), usize::MAX / 2, 2, 0),
+            ArraySize::Overflow
+        );
+        assert_eq!(array_size(None, 16, 16, 0), ArraySize::Unsizable);
+        let huge = hipExtent {
+            width: usize::MAX / 4,
+            height: 4,
+            depth: 0,
+        };
+        assert_eq!(mipmapped_size(Some(4), huge, 2), ArraySize::Overflow);
     }
 }
