@@ -48,6 +48,7 @@ static MAIN_MAP: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
 /// objects (dlopen) whose GOT can be patched.
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 
+const LM_ID_BASE: i64 = 0;
 const LA_ACT_CONSISTENT: c_uint = 0;
 const LA_ACT_ADD: c_uint = 1;
 
@@ -96,7 +97,7 @@ pub extern "C" fn la_version(version: c_uint) -> c_uint {
 /// # Safety
 /// Called by the loader with a valid link map and cookie slot.
 #[no_mangle]
-pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, _lmid: i64, cookie: *mut usize) -> c_uint {
+pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: i64, cookie: *mut usize) -> c_uint {
     if map.is_null() {
         return 0;
     }
@@ -113,9 +114,10 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, _lmid: i64, cookie: *mut 
         // SAFETY: l_name is a NUL-terminated string owned by the loader for the map's lifetime.
         unsafe { core::ffi::CStr::from_ptr(map_ref.l_name) }.to_bytes()
     };
-    if path.is_empty() && INITIAL_ENVIRON.load(Ordering::Relaxed).is_null() {
-        // The main program (empty name) is opened first, before any program code has run, so
-        // the array is still the one the kernel laid out.
+    if lmid == LM_ID_BASE && MAIN_MAP.load(Ordering::Relaxed).is_null() {
+        // The main program is the first object of the base namespace (its name is empty, or
+        // its path when started as `ld.so prog`). It is opened before any program code has
+        // run, so the environment array is still the one the process started with.
         // SAFETY: reading a pointer-sized libc global; the audit libc initialised it before
         // loading this module.
         let env = unsafe { environ };

@@ -133,7 +133,9 @@ pub fn forget(map: usize) {
 /// # Safety
 /// `map` must be a live link map.
 unsafe fn relro_range(map: &LinkMap, is_main: bool) -> Result<Option<(usize, usize)>, ()> {
-    let (phdrs, count, bias) = if is_main {
+    // A PIE main program, like a shared object, has its ELF header at the load bias; only a
+    // fixed-address (non-PIE) program, whose bias is 0, needs the kernel's AT_PHDR.
+    let (phdrs, count, bias) = if is_main && map.l_addr == 0 {
         // SAFETY: getauxval has no preconditions; the main program's headers are mapped.
         let (phdr, phnum) = unsafe {
             (
