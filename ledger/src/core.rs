@@ -362,6 +362,7 @@ impl<E: Env> Core<'_, E> {
         let me = self.env.current_pid();
         let high = (self.header.slot_high_water.load(SeqCst) as usize).min(self.slots.len());
         let mut reclaimed = 0;
+        let mut my_start = None;
         for (index, slot) in self.slots[..high].iter().enumerate() {
             let word = slot.state.load(Acquire);
             let pid = state::pid(word);
@@ -371,7 +372,16 @@ impl<E: Env> Core<'_, E> {
                 state::LIVE => {
                     // Acquire on the state word made the owner's start_time
                     // (stored before its Release of LIVE) visible.
-                    pid != me && self.env.is_dead(pid, slot.start_time.load(Relaxed))
+                    let started = slot.start_time.load(Relaxed);
+                    if pid == me {
+                        // Our pid, but perhaps an earlier incarnation's (a
+                        // restarted container's first process gets the same
+                        // small pid): dead if it started at another time.
+                        let mine = *my_start.get_or_insert_with(|| self.env.self_start_time());
+                        started != 0 && mine != 0 && started != mine
+                    } else {
+                        self.env.is_dead(pid, started)
+                    }
                 }
                 // A claimer's start time may be half-written: judge by pid.
                 state::CLAIMING => pid != me && self.env.is_dead(pid, 0),

@@ -662,26 +662,49 @@ fn validate_and_map(path: &Path, fd: &Fd, writable: bool) -> Result<Mapping, Led
             },
         ));
     }
-    let file_ns = read_u64(&page, 0x38);
-    let our_ns = os::pid_namespace();
-    if writable && file_ns != 0 && our_ns != 0 && file_ns != our_ns {
-        return Err(LedgerError::new(
-            path,
-            Reason::ForeignPidNamespace {
-                file: file_ns,
-                ours: our_ns,
-            },
-        ));
-    }
     let mapping =
         Mapping::shared(fd, FILE_SIZE, writable).map_err(|e| LedgerError::io(path, "map", e))?;
     // SAFETY: the mapping is FILE_SIZE bytes (size checked above), page
     // aligned, and holds a Header followed by MAX_SLOTS slots of atomics.
-    let slots = unsafe {
-        std::slice::from_raw_parts(mapping.ptr.add(HEADER_SIZE).cast::<Slot>(), MAX_SLOTS)
+    let (header, slots) = unsafe {
+        (
+            &*mapping.ptr.cast::<Header>(),
+            std::slice::from_raw_parts(mapping.ptr.add(HEADER_SIZE).cast::<Slot>(), MAX_SLOTS),
+        )
     };
     check_slots(path, slots)?;
+    if writable {
+        adopt_pid_namespace(path, header, slots)?;
+    }
     Ok(mapping)
+}
+
+/// Pids in the slots are only meaningful in the PID namespace the file was
+/// made in. A file from another namespace is taken over if no slot is
+/// occupied (e.g. a restarted container whose old processes all exited
+/// cleanly); otherwise its owners cannot be checked from here, and judging
+/// them dead by pid could free live processes' usage, so it is refused.
+fn adopt_pid_namespace(path: &Path, header: &Header, slots: &[Slot]) -> Result<(), LedgerError> {
+    let ours = os::pid_namespace();
+    let file = header.pid_namespace.load(Acquire);
+    if file == ours || file == 0 || ours == 0 {
+        return Ok(());
+    }
+    let occupied = slots
+        .iter()
+        .any(|s| state::status(s.state.load(Acquire)) != state::FREE);
+    if !occupied
+        && header
+            .pid_namespace
+            .compare_exchange(file, ours, AcqRel, Acquire)
+            .is_ok()
+    {
+        return Ok(());
+    }
+    Err(LedgerError::new(
+        path,
+        Reason::ForeignPidNamespace { file, ours },
+    ))
 }
 
 /// A free slot never holds usage and never names a pid: anything else is

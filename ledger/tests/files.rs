@@ -176,6 +176,84 @@ fn garbage_and_foreign_files_are_refused_with_the_reason() {
     assert!(Ledger::open_shared(&write(&dir, "good", &valid)).is_ok());
 }
 
+/// Byte offsets of layout version 1 (see the crate docs).
+const SLOT0: usize = 0x1000;
+const SLOT_SIZE: usize = 0x340;
+const HIGH_WATER: usize = 0x80;
+const PID_NAMESPACE: usize = 0x38;
+
+fn put_u64(bytes: &mut [u8], at: usize, value: u64) {
+    bytes[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+}
+
+/// Marks slot `index` LIVE for `pid` with `start_time`, holding `used` on device 0.
+fn plant_slot(bytes: &mut [u8], index: usize, pid: u32, start_time: u64, used: u64) {
+    let at = SLOT0 + index * SLOT_SIZE;
+    put_u64(bytes, at, (2u64 << 62) | (1 << 32) | u64::from(pid));
+    put_u64(bytes, at + 8, start_time);
+    put_u64(bytes, at + 0x40, used);
+    let high = (index as u32 + 1).max(u32::from_ne_bytes(
+        bytes[HIGH_WATER..HIGH_WATER + 4].try_into().unwrap(),
+    ));
+    bytes[HIGH_WATER..HIGH_WATER + 4].copy_from_slice(&high.to_ne_bytes());
+}
+
+#[test]
+fn an_earlier_incarnation_with_our_own_pid_is_reclaimed() {
+    // A restarted container's first process often gets the same pid as the
+    // one that died holding memory; the start time tells them apart.
+    let dir = scratch_dir("samepid");
+    let mut bytes = valid_bytes(&dir);
+    plant_slot(&mut bytes, 0, std::process::id(), 1, 900);
+    let path = write(&dir, "ledger", &bytes);
+    let ledger = Ledger::open_shared(&path).unwrap();
+    assert_eq!(ledger.container_usage(0), 900, "counted until reclaimed");
+    assert_eq!(
+        ledger.reserve(0, 1000, 1000),
+        Ok(()),
+        "stale same-pid slot not reclaimed"
+    );
+    assert_eq!(ledger.container_usage(0), 1000);
+}
+
+#[test]
+fn a_file_from_another_pid_namespace_is_adopted_only_when_empty() {
+    let dir = scratch_dir("pidns");
+    let mut bytes = valid_bytes(&dir);
+    put_u64(&mut bytes, PID_NAMESPACE, 0xdead_beef);
+    let empty = write(&dir, "empty", &bytes);
+    let ledger = Ledger::open_shared(&empty).expect("nobody to protect: adopt");
+    ledger.reserve(0, 1, 10).unwrap();
+    drop(ledger);
+    let adopted = std::fs::read(&empty).unwrap();
+    assert_ne!(
+        adopted[PID_NAMESPACE..PID_NAMESPACE + 8],
+        0xdead_beefu64.to_ne_bytes()
+    );
+
+    // Occupied by a process we cannot see: its pid means nothing here.
+    plant_slot(&mut bytes, 3, 1, 1, 500);
+    let err = open_err(&write(&dir, "occupied", &bytes));
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::ForeignPidNamespace {
+                file: 0xdead_beef,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("PID namespace"), "{err}");
+    // Status tools may still read it.
+    assert_eq!(
+        open_readonly(&dir.join("occupied"))
+            .unwrap()
+            .container_usage[0],
+        500
+    );
+}
+
 #[test]
 fn read_only_file_is_refused_for_accounting_but_readable_for_status() {
     let dir = scratch_dir("readonly");
