@@ -90,7 +90,7 @@ impl<E: Env> Core<'_, E> {
             let _ = self.me.mine.compare_exchange(word, 0, AcqRel, Relaxed);
             return None;
         }
-        let index = (word & 0xffff_ffff) as usize - 1;
+        let index = ((word & 0xffff_ffff) as usize).wrapping_sub(1);
         (index < self.slots.len()).then_some(index)
     }
 

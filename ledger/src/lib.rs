@@ -7,8 +7,17 @@
 //! with [`open_readonly`]. This crate only takes a path: the hook uses
 //! `HIP_DEVICE_MEMORY_SHARED_CACHE`, defaulting to `/tmp/amvgpu/<uid>/ledger`
 //! (creating the directory is the hook's business; a missing one is an error
-//! here). All processes sharing a file must be in one PID namespace (checked
-//! at open), since dead owners are found by pid.
+//! here). All processes sharing a file must be in one PID namespace, since
+//! dead owners are found by pid: the file records its creator's namespace, and
+//! a process from another namespace may take the file over only while no slot
+//! is occupied (a restarted container whose old processes are gone), otherwise
+//! `open_shared` refuses it ([`Reason::ForeignPidNamespace`]).
+//!
+//! API notes (names as agreed with the hook): [`Tracker::insert_or_replace`]
+//! was added beside `insert` so the hook can release an entry the runtime
+//! silently recycled; [`Ledger::reclaim_dead`] and [`Ledger::path`] are extra.
+//! [`TrackerFull`] is a unit struct: the only failure is running out of memory
+//! for a new table level.
 //!
 //! # File layout (layout version 1, native endianness, 856,064 bytes)
 //!
@@ -67,6 +76,10 @@
 //! Overflow: `bytes > limit` is refused at once; a sum that overflows u64 is
 //! treated as over any limit; `hipMalloc(SIZE_MAX)` can never be admitted.
 //!
+//! The same `Refused` is returned when no slot can be claimed even after
+//! reclaiming (1024 live `Ledger`s on one file): admitting memory that cannot
+//! be accounted would break the limit.
+//!
 //! # Atomic orderings
 //!
 //! * `used` add/withdraw, the sums' loads and the high-water mark: SeqCst,
@@ -86,6 +99,12 @@
 //! * Peaks and limits: Relaxed; statistics ordered against nothing.
 //! * The per-process slot word: Acquire load / AcqRel publication, so a
 //!   thread sees the slot its sibling initialised.
+//! * Model checking: loom treats SeqCst loads and RMWs as Acquire/Release only
+//!   and would report the store-buffering outcome that SeqCst forbids, so the
+//!   loom build inserts a SeqCst fence (which loom models exactly) between
+//!   the add and the sum; the real build compiles it to nothing (see
+//!   `sync::store_load_order`). Run the models with
+//!   `RUSTFLAGS="--cfg loom" cargo test -p amvgpu-ledger --release --lib loom`.
 //!
 //! # Crash semantics
 //!
@@ -93,7 +112,9 @@
 //! slot's counters, which are exact (including a request it had not yet
 //! withdrawn) until reclaimed. A slot is dead when `kill(pid, 0)` says ESRCH,
 //! `/proc/<pid>` is gone or a zombie, or its start time differs (recycled
-//! pid). Reclaim happens before any refusal and when no slot is free. A
+//! pid; this includes a slot carrying *our own* pid but another start time,
+//! left by an earlier process that the same pid was recycled from). Reclaim
+//! happens before any refusal and when no slot is free. A
 //! reclaimer killed mid-way leaves RECLAIMING with its own pid, which the
 //! next reclaimer detects and finishes (zeroing is idempotent). Races: two
 //! reclaimers of one slot: the CAS picks one. A slot freed and re-claimed
@@ -111,7 +132,8 @@
 //! On kernels without wipe-on-fork the page holds the owner pid, compared
 //! with `getpid()` on each call. A process-local ledger is private memory
 //! copied into the child; there the child treats every slot not owned by its
-//! own pid as dead, so it also starts at zero.
+//! own pid as dead (and clears them before it first reports or reserves), so
+//! it also starts at zero.
 //!
 //! # File creation and validation
 //!
