@@ -640,3 +640,37 @@ fn no_plt_programs_are_wrapped() {
     assert_eq!(r.val(3, 0), LIMIT, "{r}");
     assert_eq!(r.usage(4).1, 6 * MIB, "{r}");
 }
+
+/// hipMemPoolTrimTo alone (no synchronisation) gives back what it trims, and only that: the
+/// runtime returns the most recently freed blocks first until at most `keep` bytes stay cached.
+#[test]
+fn hip_mem_pool_trim_to_releases_what_it_trims() {
+    let sb = Sandbox::new("trim", 1).limit("8m");
+    let r = sb.run(&[
+        "poolcreate:9:0",   // 0
+        "poolalloc:0:4m:9", // 1
+        "poolalloc:1:2m:9", // 2
+        "freeasync:0",      // 3: 4m cached
+        "freeasync:1",      // 4: 2m cached (most recent)
+        "trim:9:4m",        // 5: returns the 2m block, keeps 4m
+        "meminfo",          // 6
+        "malloc:2:5m",      // 7: 4m still cached: refused
+        "malloc:3:4m",      // 8
+        "usage:0",          // 9
+        "trim:9:0",         // 10
+        "meminfo",          // 11
+        "free:3",           // 12
+        "meminfo",          // 13
+    ]);
+    r.expect_clean_exit();
+    for i in 0..6 {
+        r.expect_ok(i);
+    }
+    assert_eq!(r.meminfo(6), (4 * MIB, LIMIT), "{r}");
+    r.expect_oom(7).expect_ok(8);
+    assert!(r.usage(9).1 <= LIMIT, "{r}");
+    r.expect_ok(10);
+    assert_eq!(r.meminfo(11), (4 * MIB, LIMIT), "{r}");
+    r.expect_ok(12);
+    assert_eq!(r.meminfo(13), (LIMIT, LIMIT), "{r}");
+}

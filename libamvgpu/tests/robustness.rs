@@ -295,3 +295,20 @@ fn error_lines_are_prefixed_and_on_stderr() {
         .unwrap_or_else(|| panic!("no error line\n{r}"));
     assert!(line.starts_with(&prefix), "{line:?}");
 }
+
+/// Eight threads allocating and freeing at once, each holding at most its share: no update is
+/// lost (nothing refused, everything back at the end).
+#[test]
+fn eight_threads_churning_lose_no_update() {
+    let sb = Sandbox::new("churn8", 1).limit("8m");
+    let r = sb.run(&["churnrace:8:1m:2000", "meminfo", "malloc:0:8m", "usage:0"]);
+    r.expect_clean_exit().expect_ok(0);
+    assert_eq!(
+        r.val(0, 0),
+        0,
+        "pairs refused although each thread holds at most 1m of 8m\n{r}"
+    );
+    assert_eq!(r.meminfo(1), (8 * MIB, 8 * MIB), "{r}");
+    r.expect_ok(2);
+    assert!(r.usage(3).1 <= 8 * MIB, "{r}");
+}

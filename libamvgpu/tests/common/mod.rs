@@ -216,7 +216,23 @@ impl Sandbox {
     }
 
     fn command(&self, steps: &[&str]) -> Command {
-        let exe = fixture("hipdrive", self.runtime, self.binding);
+        let mut exe = fixture("hipdrive", self.runtime, self.binding);
+        let mut hook = hook_path();
+        if self.uid.is_some() {
+            // Another user may not be able to reach the build directory (a checkout under
+            // /root): give it copies in the sandbox, found through LD_LIBRARY_PATH, which the
+            // loader searches before the fixture's RUNPATH.
+            let bin = self.path("bin");
+            std::fs::create_dir_all(&bin).expect("create sandbox bin dir");
+            let copy = |from: &Path| {
+                let to = bin.join(from.file_name().expect("file name"));
+                std::fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+                to
+            };
+            copy(&hipsim_dir().join("libamdhip64.so"));
+            exe = copy(&exe);
+            hook = copy(&hook);
+        }
         let mut cmd = Command::new(exe);
         cmd.args(steps)
             .env_clear()
@@ -226,14 +242,16 @@ impl Sandbox {
             cmd.env(k, v);
         }
         if self.hooked {
-            cmd.env("LD_AUDIT", hook_path());
+            cmd.env("LD_AUDIT", hook);
         }
         if self.binding == Binding::Now {
             cmd.env("LD_BIND_NOW", "1");
         }
         if let Some(uid) = self.uid {
             use std::os::unix::process::CommandExt;
-            cmd.uid(uid).gid(uid);
+            cmd.env("LD_LIBRARY_PATH", self.path("bin"))
+                .uid(uid)
+                .gid(uid);
         }
         cmd
     }
