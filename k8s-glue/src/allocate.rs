@@ -345,8 +345,10 @@ fn pick_cus(
     taken: &CuSet,
 ) -> Result<CuSet> {
     let devcore = u32::try_from(gpu.devcore).unwrap_or(0);
-    if whole_gpu {
-        // A whole GPU needs no layout knowledge: it is every CU, and nobody may hold any.
+    // HAMi's older schedulers wrote 0 for "no core limit": all CUs.
+    let wants_all = grant.cores == 0 || i64::from(grant.cores) >= i64::from(gpu.devcore);
+    if whole_gpu || wants_all {
+        // Every CU needs no layout knowledge (it is always a valid mask), and nobody may hold any.
         if devcore == 0 || devcore as usize > cumask::CAPACITY {
             return Err(Error::new(
                 format!("{at} uuid"),
@@ -360,7 +362,7 @@ fn pick_cus(
                 format!("{at} uuid"),
                 &grant.uuid,
                 format!(
-                    "is booked whole but CUs {} are held by other pods",
+                    "needs all its CUs but CUs {} are held by other pods",
                     all.intersection(taken)
                 ),
             ));

@@ -132,6 +132,8 @@ pub struct FitAnswer {
     pub reasons: BTreeMap<String, usize>,
     pub failed_container: Option<String>,
     pub pod_problems: Vec<PodProblem>,
+    /// GPUs that cannot take a CU slice at all (unknown CU layout), with why.
+    pub gpu_problems: Vec<String>,
 }
 
 /// Decides whether `pod` fits on the node. `default_policy` applies unless the pod sets
@@ -159,9 +161,17 @@ pub fn fit_pod(
         reasons: BTreeMap::new(),
         failed_container: None,
         pod_problems,
+        gpu_problems: Vec::new(),
     };
     for (name, request) in &containers {
-        match fit_container(gpus, &usage, request, &filters, policy)? {
+        match fit_container(
+            gpus,
+            &usage,
+            request,
+            &filters,
+            policy,
+            &mut answer.gpu_problems,
+        ) {
             Ok(group) => {
                 for grant in &group {
                     let u = usage.entry(grant.uuid.clone()).or_default();
@@ -237,42 +247,46 @@ fn check_gpu(
     usage: &GpuUsage,
     request: &GpuRequest,
     filters: &Filters,
-) -> Result<std::result::Result<DeviceGrant, &'static str>> {
+) -> std::result::Result<DeviceGrant, (&'static str, Option<String>)> {
     let ty = gpu.device_type.to_ascii_lowercase();
     if !ty.contains("amd") {
-        return Ok(Err("CardTypeMismatch"));
+        return Err(("CardTypeMismatch", None));
     }
     let contains = |list: &[String]| list.iter().any(|t| ty.contains(&t.to_ascii_lowercase()));
     if (!filters.use_types.is_empty() && !contains(&filters.use_types))
         || contains(&filters.nouse_types)
     {
-        return Ok(Err("CardTypeMismatch"));
+        return Err(("CardTypeMismatch", None));
     }
     if (!filters.use_uuids.is_empty() && !filters.use_uuids.contains(&gpu.id))
         || filters.nouse_uuids.contains(&gpu.id)
     {
-        return Ok(Err("CardUUIDMismatch"));
+        return Err(("CardUUIDMismatch", None));
     }
     if !gpu.health {
-        return Ok(Err("CardNotHealth"));
+        return Err(("CardNotHealth", None));
     }
     if i64::from(gpu.count) <= usage.shares {
-        return Ok(Err("CardTimeSlicingExhausted"));
+        return Err(("CardTimeSlicingExhausted", None));
     }
     let mem = request.memory_on(gpu);
     if i64::from(gpu.devmem) - usage.mem_mib < i64::from(mem) {
-        return Ok(Err("CardInsufficientMemory"));
+        return Err(("CardInsufficientMemory", None));
     }
-    let cores = request.cores_on(gpu)?;
+    let cores = match request.cores_on(gpu) {
+        Ok(c) => c,
+        // This GPU cannot be sliced safely; others may still take the container.
+        Err(e) => return Err(("CardCuLayoutUnknown", Some(e.to_string()))),
+    };
     if i64::from(gpu.devcore) - usage.cores < i64::from(cores) {
-        return Ok(Err("CardInsufficientCore"));
+        return Err(("CardInsufficientCore", None));
     }
-    Ok(Ok(DeviceGrant {
+    Ok(DeviceGrant {
         uuid: gpu.id.clone(),
         device_type: gpu.device_type.clone(),
         mem_mib: mem,
         cores: cores as i32,
-    }))
+    })
 }
 
 fn usage_fraction(gpu: &GpuInfo, u: &GpuUsage) -> f64 {
@@ -309,7 +323,8 @@ fn fit_container(
     request: &GpuRequest,
     filters: &Filters,
     policy: Policy,
-) -> Result<ContainerFit> {
+    gpu_problems: &mut Vec<String>,
+) -> ContainerFit {
     let none = GpuUsage::default();
     let mut ranked: Vec<(usize, f64)> = gpus
         .iter()
@@ -325,9 +340,16 @@ fn fit_container(
     let mut candidates: Vec<(usize, DeviceGrant)> = Vec::new();
     for (i, _) in ranked {
         let gpu = &gpus[i];
-        match check_gpu(gpu, usage.get(&gpu.id).unwrap_or(&none), request, filters)? {
+        match check_gpu(gpu, usage.get(&gpu.id).unwrap_or(&none), request, filters) {
             Ok(grant) => candidates.push((i, grant)),
-            Err(reason) => *reasons.entry(reason.to_string()).or_insert(0) += 1,
+            Err((reason, problem)) => {
+                *reasons.entry(reason.to_string()).or_insert(0) += 1;
+                if let Some(p) = problem {
+                    if !gpu_problems.contains(&p) {
+                        gpu_problems.push(p);
+                    }
+                }
+            }
         }
     }
     let n = request.gpus as usize;
@@ -335,7 +357,7 @@ fn fit_container(
         if !candidates.is_empty() {
             reasons.insert("AllocatedCardsInsufficientRequest".into(), candidates.len());
         }
-        return Ok(Err(reasons));
+        return Err(reasons);
     }
     let multi = n > 1;
     let chosen: Option<Vec<usize>> = if multi && (filters.numa_bind || filters.link_bind) {
@@ -344,10 +366,10 @@ fn fit_container(
         Some((0..n).collect())
     };
     match chosen {
-        Some(positions) => Ok(Ok(positions
+        Some(positions) => Ok(positions
             .into_iter()
             .map(|p| candidates[p].1.clone())
-            .collect())),
+            .collect()),
         None => {
             let key = match (filters.numa_bind, filters.link_bind) {
                 (true, true) => "NumaAndLinkBindUnsatisfiable",
@@ -355,7 +377,7 @@ fn fit_container(
                 _ => "LinkBindUnsatisfiable",
             };
             reasons.insert(key.into(), candidates.len());
-            Ok(Err(reasons))
+            Err(reasons)
         }
     }
 }

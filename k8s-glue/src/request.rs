@@ -63,11 +63,14 @@ impl GpuRequest {
     }
 
     /// CUs to book on `gpu`, through cumask so the scheduler and the plugin round alike.
+    /// All CUs need no layout knowledge (every CU is always a valid mask); a percentage does.
     pub fn cores_on(&self, gpu: &GpuInfo) -> Result<u32> {
-        let topo = topology::of(gpu)?;
         match self.cores_percent {
-            None => Ok(topology::cu_total(&topo)),
-            Some(p) => topology::count_for_percent(gpu, &topo, p),
+            None => Ok(u32::try_from(gpu.devcore).unwrap_or(0)),
+            Some(p) => {
+                let topo = topology::of(gpu)?;
+                topology::count_for_percent(gpu, &topo, p)
+            }
         }
     }
 }

@@ -21,7 +21,8 @@ fn run(args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    // A usage error exits before reading stdin; the broken pipe is then expected.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
     child.wait_with_output().unwrap()
 }
 
@@ -132,5 +133,31 @@ fn help_describes_every_command() {
     let text = String::from_utf8(out.stdout).unwrap();
     for command in ["decode-node", "decode-pod", "fit", "allocate"] {
         assert!(text.contains(command), "--help lacks {command}");
+    }
+}
+
+/// The README's worked example shows exactly the outputs checked above.
+#[test]
+fn readme_shows_the_checked_outputs() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    for (command, output) in [
+        ("$ amvgpu-k8s fit < fit-input.json\n", "fit-output.json"),
+        (
+            "$ amvgpu-k8s allocate < allocate-input.json\n",
+            "allocate-output.json",
+        ),
+    ] {
+        let start = readme
+            .find(command)
+            .unwrap_or_else(|| panic!("README lacks {command:?}"))
+            + command.len();
+        let end = start + readme[start..].find("```").unwrap();
+        assert_eq!(
+            &readme[start..end],
+            std::fs::read_to_string(testdata(output)).unwrap(),
+            "README output of {command:?}"
+        );
     }
 }

@@ -244,3 +244,32 @@ fn percentage_memory_and_bad_requests() {
         "pod default/bad container \"main\" amd.com/gpucores"
     );
 }
+
+#[test]
+fn a_gpu_of_unknown_layout_takes_whole_gpu_requests_but_no_slices() {
+    let mut unknown = mi300x(1);
+    unknown.device_type = "amd-gpu".into();
+    let gpus = vec![unknown, mi300x(2)];
+    let slice_pod = pod("p", &[("main", slice(1, 1024, 10))]);
+    let fit = fit_pod(&gpus, &[], &slice_pod, Policy::Binpack).unwrap();
+    assert_eq!(fit.groups[0][0].uuid, "U2");
+    assert_eq!(fit.gpu_problems.len(), 1);
+    assert!(
+        fit.gpu_problems[0].contains("custominfo.architecture"),
+        "{:?}",
+        fit.gpu_problems
+    );
+
+    let only_unknown = &gpus[..1];
+    let fit = fit_pod(only_unknown, &[], &slice_pod, Policy::Binpack).unwrap();
+    assert_eq!(
+        (fit.fits, fit.reasons.get("CardCuLayoutUnknown")),
+        (false, Some(&1))
+    );
+    let whole = pod("w", &[("main", json!({"amd.com/gpu": "1"}))]);
+    assert!(
+        fit_pod(only_unknown, &[], &whole, Policy::Binpack)
+            .unwrap()
+            .fits
+    );
+}

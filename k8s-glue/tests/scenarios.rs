@@ -456,3 +456,57 @@ fn an_rdna_gpu_gets_whole_wgps() {
         pods.push(p);
     }
 }
+
+#[test]
+fn memory_only_containers_hold_every_cu_even_on_a_gpu_of_unknown_layout() {
+    let mut gpu = mi300x(1);
+    gpu.device_type = "amd-gpu".into();
+    let gpus = vec![gpu];
+    let mut p = pod(
+        "mem",
+        &[(
+            "main",
+            json!({"amd.com/gpu": "1", "amd.com/gpumem": "4096"}),
+        )],
+    );
+    schedule(&gpus, &[], &mut p);
+    assert_eq!(
+        p.annotation(DEVICES_TO_ALLOCATE),
+        Some("U1,amd-gpu,4096,304:;")
+    );
+    let a = serve(&gpus, &[], &mut p, None, &PluginOptions::default());
+    // Not whole (it has a memory limit), so it gets the hook; its mask is every CU.
+    assert!(!a.whole_gpu);
+    assert_eq!(a.envs["HSA_CU_MASK"], "0:0-303");
+    assert_eq!(a.envs["HIP_DEVICE_MEMORY_LIMIT"], "4096m");
+    // HAMi's older schedulers wrote 0 cores for the same thing.
+    let mut old = pod(
+        "old",
+        &[(
+            "main",
+            json!({"amd.com/gpu": "1", "amd.com/gpumem": "4096"}),
+        )],
+    );
+    annotate(&mut old, DEVICES_TO_ALLOCATE, "U1,amd-gpu,4096,0:;");
+    let b = serve(&gpus, &[], &mut old, None, &PluginOptions::default());
+    assert_eq!(b.envs["HSA_CU_MASK"], "0:0-303");
+    // ...and a second such container on the same GPU is refused: all CUs are held.
+    let mut third = pod(
+        "third",
+        &[(
+            "main",
+            json!({"amd.com/gpu": "1", "amd.com/gpumem": "4096"}),
+        )],
+    );
+    annotate(&mut third, DEVICES_TO_ALLOCATE, "U1,amd-gpu,4096,0:;");
+    let err = allocate(AllocateInput {
+        gpus: &gpus,
+        pods: &[p],
+        pod: &third,
+        container: None,
+        node_lock: None,
+        options: &PluginOptions::default(),
+    })
+    .unwrap_err();
+    assert!(err.problem.contains("held by other pods"), "{err}");
+}
