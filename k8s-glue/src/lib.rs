@@ -14,6 +14,42 @@
 //!
 //! Container resource limits are read by [`request`], the Kubernetes objects by [`pod`], and a
 //! GPU's CU layout by [`topology`].
+//!
+//! ```
+//! use k8s_glue::allocate::{allocate, AllocateInput, PluginOptions};
+//! use k8s_glue::fit::{fit_pod, Policy};
+//! use k8s_glue::node::decode_node;
+//! use k8s_glue::pod::Pod;
+//!
+//! let gpus = decode_node(
+//!     r#"[{"id":"U1","count":10,"devmem":196608,"devcore":304,"type":"AMD Instinct MI300X",
+//!          "health":true,"custominfo":{"rocrUUID":"GPU-0123456789abcdef"}}]"#,
+//! )
+//! .unwrap();
+//! let mut pod: Pod = serde_json::from_str(
+//!     r#"{"metadata": {"name": "p", "namespace": "ml"},
+//!         "spec": {"containers": [{"name": "main", "resources": {"limits":
+//!             {"amd.com/gpu": "1", "amd.com/gpumem": "16384", "amd.com/gpucores": "25"}}}]}}"#,
+//! )
+//! .unwrap();
+//!
+//! // Scheduler: 25 % of 304 CUs is 76, rounded down to 72 for the 8 XCDs.
+//! let fit = fit_pod(&gpus, &[], &pod, Policy::Binpack).unwrap();
+//! let annotation = fit.annotation.unwrap();
+//! assert_eq!(annotation, "U1,AMD Instinct MI300X,16384,72:;");
+//! pod.metadata.annotations.insert("hami.io/amd-devices-to-allocate".into(), annotation);
+//!
+//! // Device plugin: the container's environment.
+//! let options = PluginOptions::default();
+//! let answer = allocate(AllocateInput {
+//!     gpus: &gpus, pods: &[], pod: &pod, container: Some("main"), node_lock: None, options: &options,
+//! })
+//! .unwrap();
+//! assert_eq!(answer.envs["HSA_CU_MASK"], "0:0-71");
+//! assert_eq!(answer.envs["ROCR_VISIBLE_DEVICES"], "GPU-0123456789abcdef");
+//! assert_eq!(answer.envs["HIP_DEVICE_MEMORY_LIMIT_0"], "16384m");
+//! assert_eq!(answer.annotations["hami.io/amd-cu-allocated"], r#"{"U1":"0-71"}"#);
+//! ```
 
 pub mod allocate;
 pub mod cu_alloc;
