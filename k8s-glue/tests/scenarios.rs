@@ -510,3 +510,33 @@ fn memory_only_containers_hold_every_cu_even_on_a_gpu_of_unknown_layout() {
     .unwrap_err();
     assert!(err.problem.contains("held by other pods"), "{err}");
 }
+
+#[test]
+fn terminating_pods_still_hold_their_cus() {
+    let gpus = vec![mi300x(1)];
+    let mut leaving: k8s_glue::pod::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "leaving", "namespace": "default", "deletionTimestamp": "2024-02-21T10:30:00Z",
+                     "annotations": {"hami.io/amd-cu-allocated": "{\"U1\":\"0-71\"}"}},
+        "status": {"phase": "Running"}
+    }))
+    .unwrap();
+    let mut p = pod_with_group("arriving");
+    let a = serve(
+        &gpus,
+        std::slice::from_ref(&leaving),
+        &mut p,
+        None,
+        &PluginOptions::default(),
+    );
+    assert_eq!(a.envs["HSA_CU_MASK"], "0:72-95");
+    // Once it has Succeeded its CUs are free.
+    leaving.status.phase = "Succeeded".into();
+    let b = serve(
+        &gpus,
+        &[leaving],
+        &mut pod_with_group("later"),
+        None,
+        &PluginOptions::default(),
+    );
+    assert_eq!(b.envs["HSA_CU_MASK"], "0:0-23");
+}
