@@ -1,1 +1,1 @@
-//! Placeholder: filled by its issue. Nothing here yet.
+//! Benchmarks only: see `benches/`. Run with `cargo bench -p benches`.
