@@ -52,15 +52,18 @@ fn gigabyte_and_terabyte_suffixes() {
         assert_eq!(r.meminfo(0).1, bytes, "HIP_DEVICE_MEMORY_LIMIT={s}\n{r}");
     }
     // A limit above the device: the device stays the bound of the size queries, and an
-    // allocation of the whole device still passes the hook (the runtime decides).
-    let sb = Sandbox::new("tsuffix", 1).limit("1t");
-    let r = sb.run(&["totalmem:0", "malloc:0:3g"]);
-    r.expect_ok(0).expect_ok(1);
-    assert_eq!(
-        r.val(0, 0),
-        DEFAULT_VRAM,
-        "min(limit, VRAM) with a 1t limit\n{r}"
-    );
+    // allocation of most of the device still passes the hook (a 1 KiB..1 GiB misreading or a
+    // refusal of the value would refuse it).
+    for s in ["1t", "1T", "1TiB", "1tb", "1Ti"] {
+        let sb = Sandbox::new("tsuffix", 1).limit(s);
+        let r = sb.run(&["totalmem:0", "malloc:0:3g"]);
+        r.expect_ok(0).expect_ok(1);
+        assert_eq!(
+            r.val(0, 0),
+            DEFAULT_VRAM,
+            "min(limit, VRAM) with HIP_DEVICE_MEMORY_LIMIT={s}\n{r}"
+        );
+    }
 }
 
 #[test]
@@ -321,4 +324,29 @@ fn setenv_at_run_time_does_not_raise_the_limit() {
     ]);
     r.expect_clean_exit().expect_oom(1);
     assert_eq!(r.meminfo(2).1, 8 * MIB, "{r}");
+}
+
+/// A valid per-device value wins even when the global one is invalid: that device is limited,
+/// the others refuse everything.
+#[test]
+fn a_valid_per_device_value_wins_over_an_invalid_global_one() {
+    let sb = Sandbox::new("devwins", 2)
+        .limit("16 G")
+        .device_limit(1, "4m");
+    let r = sb.run(&[
+        "malloc:0:4k",
+        "dev:1",
+        "malloc:1:4m",
+        "malloc:2:4k",
+        "meminfo",
+    ]);
+    r.expect_clean_exit();
+    r.expect_oom(0).expect_ok(1).expect_ok(2).expect_oom(3);
+    assert_eq!(r.meminfo(4), (0, 4 * MIB), "{r}");
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.contains("HIP_DEVICE_MEMORY_LIMIT") && l.contains("16 G")),
+        "the invalid global value is reported\n{r}"
+    );
 }

@@ -312,3 +312,42 @@ fn eight_threads_churning_lose_no_update() {
     r.expect_ok(2);
     assert!(r.usage(3).1 <= 8 * MIB, "{r}");
 }
+
+/// Bad arguments to allocation doors get the runtime's answer, crash nothing and charge
+/// nothing: NULL out-pointers, devices that do not exist.
+#[test]
+fn bad_allocation_arguments_get_the_runtimes_answer_and_charge_nothing() {
+    let sb = Sandbox::new("badalloc", 2).limit("8m");
+    let steps = [
+        "mallocnull:6m",         // 0
+        "pitchnull:0:1024:4096", // 1
+        "memcreate:1:2m:2",      // 2: device 2 does not exist
+        "memcreate:2:2m:99",     // 3
+        "poolcreate:3:7",        // 4
+        "dev:2",                 // 5
+        "malloc:4:1m",           // 6: still on device 0
+        "meminfo",               // 7
+        "malloc:5:7m",           // 8: the whole rest of the limit
+    ];
+    let r = sb.run(&steps);
+    let plain = sb
+        .unhooked()
+        .remove_env("HIP_DEVICE_MEMORY_LIMIT")
+        .run(&steps);
+    r.expect_clean_exit();
+    for (i, step) in steps.iter().enumerate().take(6) {
+        assert_ne!(
+            plain.rc(i),
+            HIP_SUCCESS,
+            "test bug: `{step}` succeeds without the hook\n{plain}"
+        );
+        assert_eq!(r.rc(i), plain.rc(i), "`{step}`: the runtime's answer\n{r}");
+    }
+    r.expect_ok(6);
+    assert_eq!(
+        r.meminfo(7),
+        (7 * MIB, 8 * MIB),
+        "nothing but the 1m charged\n{r}"
+    );
+    r.expect_ok(8);
+}
