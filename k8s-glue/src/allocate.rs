@@ -34,7 +34,7 @@ use crate::devices::{
     decode_scheduler_groups, encode_groups, ContainerGroup, DeviceGrant, DEVICES_ALLOCATED,
     DEVICES_TO_ALLOCATE,
 };
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::fit::PodProblem;
 use crate::lock::{decode_lock, NODE_LOCK};
 use crate::node::{check_rocr_id, GpuInfo};
@@ -178,7 +178,7 @@ pub fn allocate(input: AllocateInput<'_>) -> Result<ContainerAnswer> {
             if amd_containers.len() != groups.len() {
                 return Err(Error::new(
                     at_pod(DEVICES_TO_ALLOCATE),
-                    to_allocate,
+                    excerpt(to_allocate),
                     format!("has {} groups but the pod has {} AMD containers, so group {k} cannot be matched to {name:?}", groups.len(), amd_containers.len()),
                 ));
             }
@@ -187,7 +187,7 @@ pub fn allocate(input: AllocateInput<'_>) -> Result<ContainerAnswer> {
         None => groups.iter().position(|g| !g.is_empty()).ok_or_else(|| {
             Error::new(
                 at_pod(DEVICES_TO_ALLOCATE),
-                to_allocate,
+                excerpt(to_allocate),
                 "has no group left to serve",
             )
         })?,
@@ -198,6 +198,17 @@ pub fn allocate(input: AllocateInput<'_>) -> Result<ContainerAnswer> {
             at_pod(DEVICES_TO_ALLOCATE),
             to_allocate,
             format!("group {k} is empty: the container was already served"),
+        ));
+    }
+    if let Some((i, dup)) = group
+        .iter()
+        .enumerate()
+        .find(|(i, d)| group[..*i].iter().any(|e| e.uuid == d.uuid))
+    {
+        return Err(Error::new(
+            format!("{DEVICES_TO_ALLOCATE} group {k} device {i} uuid"),
+            &dup.uuid,
+            "appears twice in one container's group; a container gets distinct GPUs",
         ));
     }
     let container_name = if amd_containers.len() == groups.len() {

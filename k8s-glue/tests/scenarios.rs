@@ -540,3 +540,30 @@ fn terminating_pods_still_hold_their_cus() {
     );
     assert_eq!(b.envs["HSA_CU_MASK"], "0:0-23");
 }
+
+#[test]
+fn a_group_naming_one_gpu_twice_is_refused() {
+    let gpus = vec![mi300x(1)];
+    let mut p = pod("twice", &[("main", slice(2, 1024, 10))]);
+    annotate(
+        &mut p,
+        DEVICES_TO_ALLOCATE,
+        "U1,AMD Instinct MI300X,1024,24:U1,AMD Instinct MI300X,1024,24:;",
+    );
+    let err = allocate(AllocateInput {
+        gpus: &gpus,
+        pods: &[],
+        pod: &p,
+        container: None,
+        node_lock: None,
+        options: &PluginOptions::default(),
+    })
+    .unwrap_err();
+    assert_eq!(
+        (err.input.as_str(), err.text.as_str()),
+        (
+            "hami.io/amd-devices-to-allocate group 0 device 1 uuid",
+            "U1"
+        )
+    );
+}
