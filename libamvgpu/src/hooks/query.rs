@@ -1,5 +1,10 @@
 //! Doors that report memory sizes: every caller sees the limit, never the physical card.
 //!
+//! These wrappers only read the hook's state (the limits and the ledger's counters), so they
+//! take no re-entrancy guard: a query re-entered from inside the hook answers the same way,
+//! and the guard's thread-local lookup stays off this hot path (PyTorch calls
+//! `hipGetDevicePropertiesR0600` about 135k times per training step).
+//!
 //! For a limited device, total = min(limit, real total) in every door (so they all agree), and
 //! `hipMemGetInfo`'s free = min(limit - container usage, real free), never above total. An
 //! invalid or zero limit reports 0. Each wrapper calls the real function first: NULL
@@ -7,8 +12,9 @@
 //! written then.
 #![allow(non_snake_case)]
 
-use super::{current_device, hook, real};
+use super::{current_device, real};
 use crate::config::MAX_DEVICES;
+use crate::state;
 use crate::state::State;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -64,10 +70,9 @@ pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> h
     let real = real!(hipMemGetInfo: hipMemGetInfo_fn);
     // SAFETY: forwarding the caller's arguments unchanged.
     let rc = unsafe { real(free, total) };
-    let Some(active) = hook() else {
+    let Some(state) = state::enforcing() else {
         return rc;
     };
-    let state = active.state;
     if rc != hipSuccess || free.is_null() || total.is_null() {
         return rc;
     }
@@ -102,13 +107,13 @@ pub unsafe extern "C" fn hipDeviceTotalMem(bytes: *mut usize, device: hipDevice_
     let real = real!(hipDeviceTotalMem: hipDeviceTotalMem_fn);
     // SAFETY: forwarding the caller's arguments unchanged.
     let rc = unsafe { real(bytes, device) };
-    let Some(active) = hook() else {
+    let Some(state) = state::enforcing() else {
         return rc;
     };
     if rc == hipSuccess && !bytes.is_null() {
         // SAFETY: non-NULL and just written by the runtime.
         let real_total = unsafe { *bytes } as u64;
-        if let Some(total) = virtual_total(active.state, device, real_total) {
+        if let Some(total) = virtual_total(state, device, real_total) {
             // SAFETY: as above.
             unsafe { *bytes = total as usize };
         }
@@ -132,12 +137,12 @@ pub unsafe extern "C" fn hipDeviceGetAttribute(
     if attr != hipDeviceAttributeTotalGlobalMem || rc != hipSuccess || value.is_null() {
         return rc;
     }
-    let Some(active) = hook() else {
+    let Some(state) = state::enforcing() else {
         return rc;
     };
     // SAFETY: non-NULL and just written by the runtime.
     let real_total = u64::try_from(unsafe { *value }).unwrap_or(0);
-    if let Some(total) = virtual_total(active.state, device, real_total) {
+    if let Some(total) = virtual_total(state, device, real_total) {
         // SAFETY: as above.
         unsafe { *value = total.min(i32::MAX as u64) as c_int };
     }
@@ -149,12 +154,12 @@ pub unsafe extern "C" fn hipDeviceGetAttribute(
 /// # Safety
 /// `total` must point to the `totalGlobalMem` field of a property struct just written.
 unsafe fn patch_total(device: c_int, total: *mut usize) {
-    let Some(active) = hook() else {
+    let Some(state) = state::enforcing() else {
         return;
     };
     // SAFETY: caller guarantee.
     let real_total = unsafe { *total } as u64;
-    if let Some(bytes) = virtual_total(active.state, device, real_total) {
+    if let Some(bytes) = virtual_total(state, device, real_total) {
         // SAFETY: caller guarantee.
         unsafe { *total = bytes as usize };
     }
