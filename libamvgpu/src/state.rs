@@ -218,6 +218,15 @@ fn build(snapshot: &Snapshot, source: Source) -> Option<State> {
         }
     }
     let ledger = open_ledger(snapshot);
+    log::debug!(
+        "ledger {}; {} GOT slot(s) rebound to wrappers so far",
+        if ledger.is_shared() {
+            "shared"
+        } else {
+            "process-local"
+        },
+        crate::got::PATCHED.load(Ordering::Relaxed)
+    );
     for (device, limit) in limits.per_device.iter().enumerate() {
         if let Some(bytes) = limit.allowance() {
             ledger.publish_limit(device as u32, bytes);
