@@ -82,7 +82,9 @@
 //!   reason; accounting then continues process-locally (the limit still holds per process).
 //! - Without any limit variable the hook passes every call through.
 //! - Loader callbacks never allocate, lock, log or panic; wrappers never panic (`panic =
-//!   "abort"` in any case). A wrapper re-entered on the same thread calls the runtime directly.
+//!   "abort"` in any case). An allocation, free or lookup wrapper re-entered on the same thread
+//!   calls the runtime directly; query wrappers only read state, so they answer the same way
+//!   either way and skip the guard on their hot path.
 //! - Fork: the ledger gives a child its own (empty) usage; the hook caches no pid, and its
 //!   thread-local re-entrancy flag is plain data.
 //!

@@ -4,7 +4,8 @@
 //! way: fetch the real function, then ask [`hook`] whether there is anything to do. In a
 //! process without any limit `hook` is one atomic load and a predictable branch, and the call
 //! goes straight to the runtime. A wrapper re-entered on the same thread (the runtime calling
-//! back into a wrapped function while we are inside one) also goes straight to the runtime.
+//! back into a wrapped function while we are inside one) also goes straight to the runtime
+//! (query wrappers, which change nothing, read the state directly instead).
 
 pub mod alloc;
 pub mod free;
