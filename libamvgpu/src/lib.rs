@@ -61,8 +61,10 @@
 //!   runtime's free succeeded. Unknown pointers pass through untouched. Pools follow the
 //!   runtime's model: `hipFreeAsync`ed pool blocks stay charged while cached, and are released
 //!   by `hipMemPoolTrimTo`, `hipMemPoolDestroy`, `hipDeviceSynchronize`, a synchronisation of
-//!   a stream whose device is known, or — when a stream-ordered allocation would be refused —
-//!   by the hook trimming that device's pools first. A VMM handle's bytes return when it is
+//!   a stream whose device is known (only for pools whose release threshold is 0; a pool given
+//!   a threshold through `hipMemPoolSetAttribute` keeps its cache charged), or — when a
+//!   stream-ordered allocation would be refused — by the hook trimming that device's pools
+//!   first. A VMM handle's bytes return when it is
 //!   released and unmapped everywhere. `hipDeviceReset` releases everything the process held
 //!   on the device.
 //! - Queries (`hipMemGetInfo`, `hipDeviceTotalMem`, `hipDeviceGetAttribute(TotalGlobalMem)`,

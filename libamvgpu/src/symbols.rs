@@ -65,6 +65,7 @@ symbol_table! {
         hipMemCreate => alloc::hipMemCreate,
         hipMemMap => alloc::hipMemMap,
         hipMemPoolCreate => alloc::hipMemPoolCreate,
+        hipMemPoolSetAttribute => alloc::hipMemPoolSetAttribute,
         hipFree => free::hipFree,
         hipFreeAsync => free::hipFreeAsync,
         hipFreeArray => free::hipFreeArray,

@@ -824,6 +824,60 @@ pub unsafe extern "C" fn hipMemPoolCreate(
     rc
 }
 
+/// `hipMemPoolAttrReleaseThreshold`.
+const POOL_ATTR_RELEASE_THRESHOLD: c_int = 0x4;
+/// Pool-map flag: the pool's release threshold is not 0, so a synchronisation may leave
+/// blocks cached.
+const POOL_RETAINS: u8 = 0x80;
+
+/// True if `pool` was given a non-zero release threshold.
+pub(crate) fn pool_retains_cache(state: &State, pool: usize) -> bool {
+    state
+        .pools
+        .get(pool)
+        .is_some_and(|entry| entry.door & POOL_RETAINS != 0)
+}
+
+/// `hipMemPoolSetAttribute`: remembers pools whose release threshold is not 0 (see
+/// `free::Cached::Synchronised`).
+///
+/// # Safety
+/// HIP's contract for `hipMemPoolSetAttribute`.
+pub unsafe extern "C" fn hipMemPoolSetAttribute(
+    pool: hipMemPool_t,
+    attr: c_int,
+    value: *mut c_void,
+) -> hipError_t {
+    type SetAttribute = unsafe extern "C" fn(hipMemPool_t, c_int, *mut c_void) -> hipError_t;
+    let real = real!(hipMemPoolSetAttribute: SetAttribute);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let rc = unsafe { real(pool, attr, value) };
+    if rc != hipSuccess || attr != POOL_ATTR_RELEASE_THRESHOLD || value.is_null() {
+        return rc;
+    }
+    let Some(active) = hook() else {
+        return rc;
+    };
+    let state = active.state;
+    // SAFETY: the runtime read the threshold (a uint64_t) through `value`.
+    let threshold = unsafe { value.cast::<u64>().read_unaligned() };
+    if let Some(device) = pool_device(state, pool as usize) {
+        let door = state.pools.get(pool as usize).map_or(1, |e| e.door);
+        let door = if threshold == 0 {
+            door & !POOL_RETAINS
+        } else {
+            door | POOL_RETAINS
+        };
+        let entry = amvgpu_ledger::Entry {
+            bytes: 0,
+            device: device as u32,
+            door,
+        };
+        let _ = state.pools.insert(pool as usize, entry);
+    }
+    rc
+}
+
 /// The device named by a `hipMemAllocationProp`, in the layout of the runtime's ABI.
 ///
 /// # Safety

@@ -55,9 +55,20 @@ fn cache(state: &State, key: usize, entry: Entry, pool: usize) -> bool {
     true
 }
 
-/// Returns cached blocks on `device` (of `pool` only, if given), most recently freed first,
-/// until at most `keep` bytes of them stay cached. Returns the bytes released.
-fn release_cached(state: &State, device: c_int, pool: Option<usize>, keep: u64) -> u64 {
+/// Which cached blocks a release concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cached {
+    /// Those of one pool.
+    Pool(usize),
+    /// Those a synchronisation returns: every pool of the device whose release threshold is 0
+    /// (a pool with a threshold keeps up to that much cached; the hook keeps all of it
+    /// charged, erring on the safe side).
+    Synchronised,
+}
+
+/// Returns cached blocks on `device` selected by `which`, most recently freed first, until at
+/// most `keep` bytes of them stay cached. Returns the bytes released.
+fn release_cached(state: &State, device: c_int, which: Cached, keep: u64) -> u64 {
     let Ok(device) = u32::try_from(device) else {
         return 0;
     };
@@ -70,9 +81,13 @@ fn release_cached(state: &State, device: c_int, pool: Option<usize>, keep: u64) 
             .map_or((0, 0), |o| (o.bytes as usize, o.device));
         blocks.push((key, entry, owner, seq));
     });
+    let selects = |owner: usize| match which {
+        Cached::Pool(pool) => owner == pool,
+        Cached::Synchronised => !super::alloc::pool_retains_cache(state, owner),
+    };
     let mut cached: u64 = blocks
         .iter()
-        .filter(|b| pool.map_or(true, |p| p == b.2))
+        .filter(|b| selects(b.2))
         .map(|b| b.1.bytes)
         .sum();
     // Most recently freed first (wrapping sequence numbers compare by distance from now).
@@ -80,7 +95,7 @@ fn release_cached(state: &State, device: c_int, pool: Option<usize>, keep: u64) 
     blocks.sort_by_key(|b| now.wrapping_sub(b.3));
     let mut released = 0;
     for (key, entry, owner, _) in blocks {
-        let selected = pool.map_or(true, |p| p == owner);
+        let selected = selects(owner);
         if selected && cached > keep {
             cached -= entry.bytes;
             released += entry.bytes;
@@ -124,7 +139,7 @@ pub(crate) fn trim_device_caches(state: &State, device: c_int) -> u64 {
     for pool in pools {
         // SAFETY: `pool` is a pool the runtime handed out; trimming to 0 returns its cache.
         if unsafe { trim(pool as hipMemPool_t, 0) } == hipSuccess {
-            released += release_cached(state, device, Some(pool), 0);
+            released += release_cached(state, device, Cached::Pool(pool), 0);
         }
     }
     released
@@ -327,7 +342,7 @@ pub unsafe extern "C" fn hipMemPoolTrimTo(
             release_cached(
                 active.state,
                 device,
-                Some(pool as usize),
+                Cached::Pool(pool as usize),
                 min_bytes_to_hold as u64,
             );
         }
@@ -350,7 +365,7 @@ pub unsafe extern "C" fn hipMemPoolDestroy(pool: hipMemPool_t) -> hipError_t {
     let rc = unsafe { real(pool) };
     if rc == hipSuccess {
         if let Some(device) = device {
-            release_cached(active.state, device, Some(pool as usize), 0);
+            release_cached(active.state, device, Cached::Pool(pool as usize), 0);
         }
         active.state.pools.remove(pool as usize);
     }
@@ -370,7 +385,7 @@ pub unsafe extern "C" fn hipDeviceSynchronize() -> hipError_t {
     };
     if rc == hipSuccess && active.state.pool_cache_may_hold() {
         if let Ok(device) = current_device() {
-            release_cached(active.state, device, None, 0);
+            release_cached(active.state, device, Cached::Synchronised, 0);
         }
     }
     rc
@@ -393,7 +408,7 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: hipStream_t) -> hipError_t
         // Only a device the hook knows for sure: releasing another device's mirror would
         // under-count.
         if let Ok((device, true)) = super::stream::stream_device(stream) {
-            release_cached(active.state, device, None, 0);
+            release_cached(active.state, device, Cached::Synchronised, 0);
         }
     }
     rc
