@@ -21,9 +21,8 @@
 //! (`clock_gettime`), and for start-up the CPU time (`wait4` rusage) and wall time of the whole
 //! process, taken by the small `cputime` launcher. Verdicts use CPU time, which the load of a
 //! shared machine barely moves; wall figures are printed beside them. "noise" is half the
-//! interquartile range of the plain runs: a difference below it means nothing. The simulated
-//! runtime itself is slow (an mmap and munmap per allocation), so the hipMalloc+hipFree figure
-//! is resolved only to within that noise. Set `HOOKBENCH_QUICK=1` for a fast smoke run.
+//! interquartile range of the plain runs: a difference below it means nothing, and the report
+//! says so. Set `HOOKBENCH_QUICK=1` for a fast smoke run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
