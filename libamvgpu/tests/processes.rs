@@ -350,3 +350,34 @@ fn device_reset_releases_only_the_calling_process() {
     // the resetting process has exited: only the holder's own 4m is left
     assert_eq!(h.meminfo(3), (4 * MIB, 8 * MIB), "{h}");
 }
+
+/// Each process takes its limit from its own environment: the process that created the ledger
+/// file does not freeze the limit for later ones.
+#[test]
+fn the_first_process_does_not_freeze_the_limit() {
+    let sb = Sandbox::new("notfrozen", 1).limit("8m");
+    sb.run(&["malloc:0:8m", "free:0"])
+        .expect_clean_exit()
+        .expect_ok(0);
+    assert!(
+        sb.ledger_path().is_file(),
+        "the first process created the ledger"
+    );
+    let bigger = sb.sibling().limit("16m");
+    let r = bigger.run(&["meminfo", "malloc:0:16m", "malloc:1:4k"]);
+    r.expect_clean_exit();
+    assert_eq!(r.meminfo(0), (16 * MIB, 16 * MIB), "{r}");
+    r.expect_ok(1).expect_oom(2);
+}
+
+/// A ledger cut in the middle (a crash while it grew, a full disk) is not trusted either.
+#[test]
+fn truncated_ledger_falls_back_to_local_enforcement() {
+    let sb = Sandbox::new("truncated", 1).limit("8m");
+    sb.run(&["malloc:0:4k", "free:0"])
+        .expect_clean_exit()
+        .expect_ok(0);
+    let bytes = std::fs::read(sb.ledger_path()).expect("the hook creates its ledger file");
+    write_file(&sb.ledger_path(), &bytes[..bytes.len() / 2]);
+    enforces_locally_and_names_the_ledger("truncated to half", &sb);
+}

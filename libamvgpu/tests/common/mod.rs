@@ -197,6 +197,14 @@ impl Sandbox {
         copy
     }
 
+    /// Another hooked configuration over the same directory (ledger and simulator state), to
+    /// be changed without touching this one.
+    pub fn sibling(&self) -> Sandbox {
+        let mut copy = self.clone_config();
+        copy.hooked = true;
+        copy
+    }
+
     /// Runs later processes under another user id (root ignores file modes).
     pub fn run_as_uid(mut self, uid: u32) -> Sandbox {
         self.uid = Some(uid);
