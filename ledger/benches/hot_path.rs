@@ -127,6 +127,24 @@ fn single_thread(c: &mut Criterion) {
             black_box(tracker.remove(black_box(key)));
         })
     });
+    let small = populated_tracker(0);
+    g.bench_function("insert+remove, 64 keys cycling", |b| {
+        b.iter(|| {
+            i = (i + 1) & 63;
+            let key = BASE + i * TWO_MIB;
+            small
+                .insert(
+                    key,
+                    Entry {
+                        bytes: 4 << 20,
+                        device: 0,
+                        door: 1,
+                    },
+                )
+                .unwrap();
+            black_box(small.remove(black_box(key)));
+        })
+    });
     g.bench_function("hook pair (reserve+insert+remove+release)", |b| {
         b.iter(|| {
             i = (i + 1) & 1023;
@@ -134,6 +152,7 @@ fn single_thread(c: &mut Criterion) {
         })
     });
     g.finish();
+    eprintln!("after 1-thread benches: {tracker:?}");
 }
 
 fn two_threads(c: &mut Criterion) {

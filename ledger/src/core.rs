@@ -158,6 +158,7 @@ impl<E: Env> Core<'_, E> {
         }
     }
 
+    #[inline]
     pub fn reserve(&self, device: u32, bytes: u64, limit: u64) -> Result<(), Refused> {
         let d = device as usize;
         let refused = |usage: u64| Refused {
@@ -238,6 +239,7 @@ impl<E: Env> Core<'_, E> {
         }
     }
 
+    #[inline]
     pub fn release(&self, device: u32, bytes: u64) {
         let d = device as usize;
         if d >= MAX_DEVICES || bytes == 0 {

@@ -228,6 +228,7 @@ impl Tracker {
     }
 
     /// Like `insert`, returning the entry it replaced, if any.
+    #[inline]
     pub fn insert_or_replace(
         &self,
         key: usize,
@@ -422,6 +423,7 @@ impl Tracker {
     }
 
     /// Removes and returns the entry for `key`.
+    #[inline]
     pub fn remove(&self, key: usize) -> Option<Entry> {
         let key = key as u64;
         let hash = mix(key);
