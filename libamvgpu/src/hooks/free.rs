@@ -449,3 +449,84 @@ pub unsafe extern "C" fn hipDeviceReset() -> hipError_t {
     state.streams.drain_device(device, |_, _| {});
     rc
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::tests::state_with_limit;
+
+    fn cached_block(state: &State, key: usize, bytes: u64, pool: usize) {
+        state
+            .ledger
+            .reserve(0, bytes, 1 << 30)
+            .expect("within the limit");
+        let entry = Entry {
+            bytes,
+            device: 0,
+            door: door::POOL,
+        };
+        assert!(cache(state, key, entry, pool));
+    }
+
+    #[test]
+    fn trims_return_the_most_recently_freed_blocks_first() {
+        let state = state_with_limit(1 << 30);
+        let (pool, other) = (0x100, 0x200);
+        cached_block(&state, 0x1000, 1 << 20, pool); // oldest
+        cached_block(&state, 0x2000, 2 << 20, pool);
+        cached_block(&state, 0x3000, 4 << 20, other);
+        cached_block(&state, 0x4000, 3 << 20, pool); // newest
+
+        // Keep at most 2 MiB of `pool`'s 6: the newest (3 MiB) goes, then the 2 MiB block,
+        // leaving the oldest 1 MiB.
+        let released = release_cached(&state, 0, Cached::Pool(pool), 2 << 20);
+        assert_eq!(released, 5 << 20);
+        assert!(state.pool_cache.get(0x1000).is_some());
+        assert!(state.pool_cache.get(0x2000).is_none());
+        assert!(state.pool_cache.get(0x4000).is_none());
+        assert!(
+            state.pool_cache.get(0x3000).is_some(),
+            "another pool is untouched"
+        );
+        assert_eq!(state.ledger.container_usage(0), 5 << 20);
+        // A synchronisation returns the rest of every pool without a threshold.
+        assert_eq!(release_cached(&state, 0, Cached::Synchronised, 0), 5 << 20);
+        assert_eq!(state.ledger.container_usage(0), 0);
+    }
+
+    #[test]
+    fn a_vmm_handle_returns_only_when_released_and_unmapped() {
+        let state = state_with_limit(1 << 30);
+        let handle = 0xa000;
+        state
+            .ledger
+            .reserve(0, 2 << 20, 1 << 30)
+            .expect("within the limit");
+        let owner = Entry {
+            bytes: 2 << 20,
+            device: 0,
+            door: door::VMM,
+        };
+        state.live.insert(handle, owner).expect("tracker memory");
+        let refs = |count: u64, released: u8| Entry {
+            bytes: count,
+            device: 0,
+            door: released,
+        };
+        // Mapped once, then released: still charged.
+        state
+            .vmm_refs
+            .insert(handle, refs(1, 1))
+            .expect("tracker memory");
+        finish_handle_if_done(&state, handle);
+        assert_eq!(state.ledger.container_usage(0), 2 << 20);
+        // The last mapping goes: now it returns.
+        state
+            .vmm_refs
+            .insert(handle, refs(0, 1))
+            .expect("tracker memory");
+        finish_handle_if_done(&state, handle);
+        assert_eq!(state.ledger.container_usage(0), 0);
+        assert!(state.live.get(handle).is_none());
+    }
+}

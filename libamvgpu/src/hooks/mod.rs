@@ -285,3 +285,198 @@ pub(crate) fn free_tracked(
         (rc, None)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::config::{DeviceLimit, Limits, MAX_DEVICES};
+    use amvgpu_ledger::{Ledger, Tracker};
+    use core::cell::Cell as StdCell;
+    use core::sync::atomic::{AtomicBool, AtomicU32};
+    use hip_sys::{hipErrorInvalidValue, hipErrorOutOfMemory, hipSuccess};
+
+    /// A state with `limit` bytes on device 0, nothing on the others, and process-local
+    /// accounting.
+    pub(crate) fn state_with_limit(limit: u64) -> State {
+        let mut per_device = [DeviceLimit::Unlimited; MAX_DEVICES];
+        per_device[0] = DeviceLimit::Bytes(limit);
+        State {
+            limits: Limits { per_device },
+            ledger: Ledger::process_local(),
+            live: Tracker::new(),
+            async_pool: Tracker::new(),
+            pool_cache: Tracker::new(),
+            cache_order: Tracker::new(),
+            pools: Tracker::new(),
+            vmm_refs: Tracker::new(),
+            vmm_maps: Tracker::new(),
+            streams: Tracker::new(),
+            cache_seq: AtomicU32::new(0),
+            pool_cache_used: AtomicBool::new(false),
+            rocm6_abi: true,
+        }
+    }
+
+    fn charge(device: c_int, bytes: u64) -> Charge {
+        Charge {
+            device,
+            bytes,
+            door: door::LINEAR,
+            name: "test",
+        }
+    }
+
+    #[test]
+    fn over_the_limit_is_refused_before_the_runtime_is_called() {
+        let state = state_with_limit(1 << 20);
+        let called = StdCell::new(false);
+        let rc = allocate(
+            &state,
+            charge(0, 2 << 20),
+            || {
+                called.set(true);
+                hipSuccess
+            },
+            || Some((0x1000, 2 << 20)),
+            |_| panic!("nothing to undo"),
+        );
+        assert_eq!(rc, hipErrorOutOfMemory);
+        assert!(!called.get());
+        assert_eq!(state.ledger.container_usage(0), 0);
+    }
+
+    #[test]
+    fn a_failed_call_releases_its_reservation_and_keeps_its_error() {
+        let state = state_with_limit(1 << 20);
+        let rc = allocate(
+            &state,
+            charge(0, 4096),
+            || hipErrorInvalidValue,
+            || None,
+            |_| {},
+        );
+        assert_eq!(rc, hipErrorInvalidValue);
+        assert_eq!(state.ledger.container_usage(0), 0);
+        assert!(state.live.get(0x1000).is_none());
+    }
+
+    #[test]
+    fn the_reservation_is_corrected_to_the_real_size_and_freed_exactly() {
+        let state = state_with_limit(1 << 20);
+        // Estimated 8 KiB, the runtime took 12 KiB.
+        let rc = allocate(
+            &state,
+            charge(0, 8192),
+            || hipSuccess,
+            || Some((0x1000, 12288)),
+            |_| {},
+        );
+        assert_eq!(rc, hipSuccess);
+        assert_eq!(state.ledger.container_usage(0), 12288);
+        // Estimated 8 KiB, the runtime took 4 KiB.
+        allocate(
+            &state,
+            charge(0, 8192),
+            || hipSuccess,
+            || Some((0x2000, 4096)),
+            |_| {},
+        );
+        assert_eq!(state.ledger.container_usage(0), 16384);
+        let (rc, entry) = free_tracked(&state, 0x1000, || hipSuccess);
+        assert_eq!(rc, hipSuccess);
+        assert_eq!(entry.map(|e| e.bytes), Some(12288));
+    }
+
+    #[test]
+    fn a_real_size_past_the_limit_is_undone() {
+        let state = state_with_limit(16384);
+        let undone = StdCell::new(0usize);
+        let rc = allocate(
+            &state,
+            charge(0, 8192),
+            || hipSuccess,
+            || Some((0x3000, 32768)),
+            |key| undone.set(key),
+        );
+        assert_eq!(rc, hipErrorOutOfMemory);
+        assert_eq!(undone.get(), 0x3000);
+        assert_eq!(state.ledger.container_usage(0), 0);
+        assert!(state.live.get(0x3000).is_none());
+    }
+
+    #[test]
+    fn zero_bytes_and_unlimited_devices_pass_through_uncharged() {
+        let state = state_with_limit(4096);
+        let rc = allocate(&state, charge(0, 0), || hipSuccess, || None, |_| {});
+        assert_eq!(rc, hipSuccess);
+        let rc = allocate(
+            &state,
+            charge(1, 1 << 30),
+            || hipSuccess,
+            || Some((0x4000, 1 << 30)),
+            |_| panic!("unlimited device"),
+        );
+        assert_eq!(rc, hipSuccess);
+        assert_eq!(state.ledger.container_usage(0), 0);
+        assert!(state.live.get(0x4000).is_none());
+    }
+
+    #[test]
+    fn a_device_the_hook_cannot_account_gets_the_runtimes_answer_or_a_refusal() {
+        let state = state_with_limit(1 << 30);
+        let rc = allocate(
+            &state,
+            charge(NO_DEVICE, 4096),
+            || hip_sys::hipErrorInvalidDevice,
+            || None,
+            |_| {},
+        );
+        assert_eq!(rc, hip_sys::hipErrorInvalidDevice);
+        let undone = StdCell::new(false);
+        let rc = allocate(
+            &state,
+            charge(40, 4096),
+            || hipSuccess,
+            || Some((0x5000, 4096)),
+            |_| undone.set(true),
+        );
+        assert_eq!(rc, hipErrorOutOfMemory);
+        assert!(undone.get());
+    }
+
+    #[test]
+    fn frees_of_unknown_keys_pass_through_and_failed_frees_keep_the_entry() {
+        let state = state_with_limit(1 << 20);
+        let (rc, entry) = free_tracked(&state, 0x9000, || hipErrorInvalidValue);
+        assert_eq!((rc, entry), (hipErrorInvalidValue, None));
+        allocate(
+            &state,
+            charge(0, 4096),
+            || hipSuccess,
+            || Some((0x6000, 4096)),
+            |_| {},
+        );
+        let (rc, entry) = free_tracked(&state, 0x6000, || hipErrorInvalidValue);
+        assert_eq!((rc, entry), (hipErrorInvalidValue, None));
+        assert!(
+            state.live.get(0x6000).is_some(),
+            "still allocated, still tracked"
+        );
+    }
+
+    #[test]
+    fn a_reused_key_releases_the_stale_entry() {
+        let state = state_with_limit(1 << 20);
+        for _ in 0..2 {
+            allocate(
+                &state,
+                charge(0, 4096),
+                || hipSuccess,
+                || Some((0x7000, 4096)),
+                |_| {},
+            );
+        }
+        // The first allocation's free was never seen; the runtime handed the key out again.
+        assert_eq!(state.ledger.container_usage(0), 4096);
+    }
+}

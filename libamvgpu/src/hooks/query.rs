@@ -25,6 +25,13 @@ fn virtual_total(state: &State, device: c_int, real_total: u64) -> Option<u64> {
     state.allowance(device).map(|limit| limit.min(real_total))
 }
 
+/// What `hipMemGetInfo` reports under `limit`: total = min(limit, real total); free = what the
+/// limit leaves the container, never more than the device really has free, nor than total.
+fn virtual_info(limit: u64, usage: u64, real_free: u64, real_total: u64) -> (u64, u64) {
+    let total = limit.min(real_total);
+    (limit.saturating_sub(usage).min(real_free).min(total), total)
+}
+
 /// When the last sweep for dead processes ran (coarse monotonic nanoseconds).
 static LAST_SWEEP: AtomicU64 = AtomicU64::new(0);
 
@@ -89,8 +96,7 @@ pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> h
     } else {
         u64::MAX
     };
-    let total_bytes = limit.min(real_total);
-    let free_bytes = limit.saturating_sub(usage).min(real_free).min(total_bytes);
+    let (free_bytes, total_bytes) = virtual_info(limit, usage, real_free, real_total);
     // SAFETY: both out-pointers are non-NULL and were just written by the runtime.
     unsafe {
         *free = free_bytes as usize;
@@ -229,3 +235,42 @@ const _: () = assert!(
     core::mem::offset_of!(hipDeviceProp_tR0600, totalGlobalMem)
         == HIP_DEVICE_PROP_R0600_TOTAL_GLOBAL_MEM_OFFSET
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn free_is_what_the_limit_leaves_and_the_device_has() {
+        assert_eq!(
+            virtual_info(16 * GIB, 4 * GIB, 60 * GIB, 64 * GIB),
+            (12 * GIB, 16 * GIB)
+        );
+        // Another tenant filled the card: the device's own free memory caps the answer.
+        assert_eq!(
+            virtual_info(16 * GIB, 4 * GIB, GIB, 64 * GIB),
+            (GIB, 16 * GIB)
+        );
+        // A limit above the card: every door reports the card.
+        assert_eq!(
+            virtual_info(128 * GIB, 0, 64 * GIB, 64 * GIB),
+            (64 * GIB, 64 * GIB)
+        );
+        // Usage momentarily above the limit (a reservation being withdrawn): 0, not a wrap.
+        assert_eq!(virtual_info(GIB, 2 * GIB, 60 * GIB, 64 * GIB), (0, GIB));
+        // An invalid or zero limit reports nothing at all.
+        assert_eq!(virtual_info(0, 0, 60 * GIB, 64 * GIB), (0, 0));
+    }
+
+    #[test]
+    fn totals_follow_the_limit_of_the_device_asked_about() {
+        let state = super::super::tests::state_with_limit(GIB);
+        assert_eq!(virtual_total(&state, 0, 64 * GIB), Some(GIB));
+        assert_eq!(virtual_total(&state, 0, GIB / 2), Some(GIB / 2));
+        assert_eq!(virtual_total(&state, 1, 64 * GIB), None);
+        // Out of the accounted range while a limit exists: nothing may be used there.
+        assert_eq!(virtual_total(&state, 99, 64 * GIB), Some(0));
+    }
+}
