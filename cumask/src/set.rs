@@ -351,19 +351,46 @@ impl Iterator for Ranges<'_> {
 
 impl fmt::Display for CuSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One write_str per run: going through `write!` for each number costs several
+        // times more, and masks are formatted for every container start.
+        let mut item = [0u8; 11]; // ",1023-1023" is the longest item
         for (i, run) in self.ranges().enumerate() {
+            let mut len = 0;
             if i > 0 {
-                f.write_str(",")?;
+                item[0] = b',';
+                len = 1;
             }
             let last = run.end - 1;
-            if run.start == last {
-                write!(f, "{}", run.start)?;
-            } else {
-                write!(f, "{}-{}", run.start, last)?;
+            len = push_decimal(&mut item, len, run.start);
+            if run.start != last {
+                item[len] = b'-';
+                len = push_decimal(&mut item, len + 1, last);
             }
+            // Only ASCII digits, ',' and '-' were written.
+            f.write_str(core::str::from_utf8(&item[..len]).map_err(|_| fmt::Error)?)?;
         }
         Ok(())
     }
+}
+
+/// Writes `value` in base 10 at `buf[at..]`; returns the new end. Ids are below 1024,
+/// so at most 4 digits.
+fn push_decimal(buf: &mut [u8; 11], at: usize, value: u16) -> usize {
+    let mut digits = [0u8; 5];
+    let mut n = value;
+    let mut count = 0;
+    loop {
+        digits[count] = b'0' + (n % 10) as u8;
+        count += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (k, d) in digits[..count].iter().rev().enumerate() {
+        buf[at + k] = *d;
+    }
+    at + count
 }
 
 impl fmt::Debug for CuSet {
