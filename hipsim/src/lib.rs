@@ -63,8 +63,23 @@
 //!     `HIPSIM_ABI=5`, else ROCm 6's; see `hip_sys::hipMemAllocationProp_R5`).
 //! - Device memory is `mmap`ed address space (`MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE`):
 //!   untouched pages cost nothing, so tests can allocate tens of GiB. Allocations of 2 MiB or
-//!   more are 2 MiB-aligned (like real GPU allocations), smaller ones 4 KiB-aligned; all are
-//!   distinct. `hipMemcpy` and `hipMemset` really move bytes.
+//!   more are 2 MiB-aligned (like real GPU allocations), smaller ones 4 KiB-aligned; live ones
+//!   never overlap. `hipMemcpy` and `hipMemset` really move bytes.
+//! - So that `hipMalloc`+`hipFree` cost tens of nanoseconds, not the microseconds of an
+//!   `mmap`/`munmap` pair, each process reserves per device, at its first allocation there, one
+//!   stretch of address space (`VRAM` for blocks under 2 MiB plus `2 x VRAM` for bigger ones,
+//!   capped at 256 GiB + 512 GiB) and carves allocations, arrays and pool blocks from it.
+//!   Consequences a hook must live with, as with the real runtime:
+//!   - **Addresses are reused.** A freed block under 2 MiB is handed out again to the next
+//!     allocation of the same rounded size (most recently freed first); freed bigger blocks
+//!     return to a best-fit free list.
+//!   - **Memory is not zeroed.** A reused block under 2 MiB keeps the bytes it had (real
+//!     `hipMalloc` does not zero either) and its pages stay resident; a freed block of 2 MiB or
+//!     more gives its pages back to the kernel (`MADV_DONTNEED`), so it reads as zeroes when
+//!     reused. `hipDeviceReset` leaving nothing live on the device gives every page back.
+//!   - Out-of-memory is decided by the device counters alone, at exactly the points above:
+//!     when the reservation is full, fragmented or refused by the kernel, a block gets a
+//!     mapping of its own instead.
 //! - Frees: `hipFree(NULL)` succeeds; freeing an unknown pointer or handle gives
 //!   `hipErrorInvalidValue` and changes nothing. `hipDeviceReset` frees everything the process
 //!   holds on its current device (allocations, arrays, pool caches, non-default pools, streams,
@@ -90,6 +105,8 @@
 //! normal exit a process gives back what it still holds, as a driver does. A fork child owns
 //! none of its parent's device memory: its first HIP call starts from an empty registry, and
 //! its exit gives nothing back. A child that makes no HIP call never touches hipsim's locks.
+//! A child is recognised through a `pthread_atfork` handler, so children made by `fork()` (not
+//! by a raw `clone` system call or glibc's `_Fork`, which run no handlers) get this treatment.
 //!
 //! # Lookups
 //!
@@ -118,6 +135,7 @@
 // HIP's C names (hipMemcpyHostToDevice, ...) are used as constants in patterns.
 #![allow(non_upper_case_globals)]
 
+mod arena;
 mod config;
 mod doors;
 mod memory;

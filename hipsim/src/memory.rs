@@ -57,6 +57,30 @@ pub fn map_device(bytes: usize) -> Option<usize> {
     )
 }
 
+/// Reserves `bytes` (a multiple of 2 MiB) of read-write address space, 2 MiB-aligned, for a
+/// device's [`crate::arena::Arena`]; `None` if the kernel refuses.
+pub fn map_reservation(bytes: usize) -> Option<usize> {
+    let addr = map_aligned(
+        bytes,
+        LARGE_ALLOCATION_ALIGNMENT,
+        libc::PROT_READ | libc::PROT_WRITE,
+    )?;
+    // Touching 4 KiB of simulated memory should cost 4 KiB of RAM, as with one mapping per
+    // allocation, not a 2 MiB transparent huge page. Advisory: failure changes no semantics.
+    // SAFETY: the range was just mapped by us and nothing else refers to it yet.
+    unsafe { libc::madvise(addr as *mut libc::c_void, bytes, libc::MADV_NOHUGEPAGE) };
+    Some(addr)
+}
+
+/// Drops the resident pages of `[addr, addr + bytes)` (they read as zeroes afterwards) while
+/// keeping the address space mapped.
+pub fn discard(addr: usize, bytes: usize) {
+    // SAFETY: callers pass a page-aligned range inside an arena reservation whose block is no
+    // longer handed out to anyone, so discarding its contents loses nothing anyone may read.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, bytes, libc::MADV_DONTNEED) };
+    debug_assert_eq!(rc, 0, "MADV_DONTNEED of an arena range failed");
+}
+
 /// Unmaps a range this module mapped.
 pub fn unmap(addr: usize, bytes: usize) {
     // SAFETY: callers pass a page-aligned range that this module mapped and that nothing

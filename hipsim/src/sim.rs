@@ -1,16 +1,21 @@
 //! The simulator's process state: configuration, device counters and the allocation registry.
 //!
-//! The registry is a test oracle, not a product: one `Mutex` guards everything. Fork: a child
-//! inherits the parent's registry but none of its device memory (as with a real GPU, where the
-//! child has its own context), so the first call in a child starts from an empty registry, and
-//! the exit hook only returns the bytes of the process that allocated them.
+//! The registry is a test oracle, not a product: one `Mutex` guards everything, including the
+//! per-device [`Arena`]s that device memory is carved from, so `hipMalloc`+`hipFree` take the
+//! lock once each. Fork: a child inherits the parent's registry but none of its device memory
+//! (as with a real GPU, where the child has its own context), so the first call in a child
+//! starts from an empty registry (and fresh, not yet reserved, arenas), and the exit hook only
+//! returns the bytes of the process that allocated them.
 
+use crate::arena::Arena;
 use crate::config::{self, Config};
 use crate::memory;
 use crate::usage::Usage;
 use hip_sys::*;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// What an address-keyed allocation is.
@@ -73,10 +78,38 @@ pub struct Mapping {
     pub prot: libc::c_int,
 }
 
+/// Hashes an address with one multiply, folding the high half down: addresses of device
+/// memory are page-aligned, so their low bits alone would put everything in a few buckets.
+/// SipHash's resistance to chosen keys buys nothing here and costs tens of nanoseconds per
+/// `hipMalloc`/`hipFree`.
+#[derive(Debug, Default)]
+pub struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        let mixed = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        mixed ^ (mixed >> 32)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)) ^ (self.0 >> 56);
+        }
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.0 = value as u64;
+    }
+}
+
+pub type AddressMap<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
+
 #[derive(Debug, Default)]
 pub struct Registry {
     pub owner_pid: u32,
-    pub allocs: HashMap<usize, Alloc>,
+    pub allocs: AddressMap<Alloc>,
+    /// Where this process carves each device's memory from (index: device).
+    pub arenas: Vec<Arena>,
     pub arrays: HashMap<usize, DevArray>,
     pub mipmaps: HashMap<usize, DevArray>,
     pub pools: HashMap<usize, Pool>,
@@ -97,9 +130,12 @@ pub fn token_addr(token: &u64) -> usize {
 }
 
 impl Registry {
-    fn new(devices: usize) -> Registry {
+    fn new(config: &Config) -> Registry {
+        let devices = config.devices;
+        let vram = usize::try_from(config.vram).unwrap_or(usize::MAX);
         let mut r = Registry {
-            owner_pid: std::process::id(),
+            owner_pid: current_pid(),
+            arenas: (0..devices).map(|_| Arena::new(vram)).collect(),
             ..Registry::default()
         };
         for device in 0..devices {
@@ -196,6 +232,21 @@ pub struct Sim {
 
 static SIM: OnceLock<Result<Sim, String>> = OnceLock::new();
 
+/// This process's pid, kept current by a `pthread_atfork` child handler: `getpid` is a system
+/// call, and asking it on every registry access cost more than the rest of `hipMalloc`. (A
+/// child made by a raw `clone` system call or glibc's `_Fork`, which run no fork handlers, is
+/// not recognised as a new process; `fork()`, `vfork()`+`exec` and `posix_spawn` are fine.)
+static PID: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn note_fork_child() {
+    // Relaxed: the child is single-threaded while fork handlers run.
+    PID.store(std::process::id(), Ordering::Relaxed);
+}
+
+fn current_pid() -> u32 {
+    PID.load(Ordering::Relaxed)
+}
+
 thread_local! {
     static CURRENT_DEVICE: Cell<usize> = const { Cell::new(0) };
 }
@@ -216,9 +267,14 @@ pub fn context_device(ctx: hipCtx_t) -> Option<usize> {
 /// The simulator, initialised on first use; `Err` carries a `hipError_t` to return.
 pub fn get() -> Result<&'static Sim, hipError_t> {
     let sim = SIM.get_or_init(|| {
+        PID.store(std::process::id(), Ordering::Relaxed);
+        // SAFETY: note_fork_child is an extern "C" fn without arguments that never unwinds
+        // (panic = abort) and only stores to a static atomic; the prepare and parent handlers
+        // are absent, which pthread_atfork allows.
+        unsafe { libc::pthread_atfork(None, None, Some(note_fork_child)) };
         let result = config::from_lookup(|name| std::env::var_os(name)).and_then(|config| {
             let usage = Usage::open(&config)?;
-            let registry = Mutex::new(Registry::new(config.devices));
+            let registry = Mutex::new(Registry::new(&config));
             let props = (0..config.devices)
                 .map(|d| DeviceProps {
                     r0000: crate::doors::query::fill_r0000(&config, d),
@@ -250,11 +306,11 @@ impl Sim {
             .registry
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let pid = std::process::id();
+        let pid = current_pid();
         if guard.owner_pid != pid {
             // The memory mappings were inherited copy-on-write, but the child owns no device
             // bytes: forget the parent's records (without releasing their bytes).
-            let fresh = Registry::new(self.config.devices);
+            let fresh = Registry::new(&self.config);
             let inherited = std::mem::replace(&mut *guard, fresh);
             std::mem::forget(inherited);
             guard.owner_pid = pid;
@@ -288,12 +344,22 @@ impl Sim {
             .ok_or(hipErrorInvalidDevice)
     }
 
-    /// Charges `bytes` to `device` and maps memory for them.
-    pub fn take_device_memory(&self, device: usize, bytes: usize) -> Result<usize, hipError_t> {
+    /// Charges `bytes` (rounded, non-zero) to `device` and finds memory for them: from the
+    /// device's arena, or a mapping of their own when the arena cannot serve them. Only the
+    /// charge decides out-of-memory (and a kernel refusing the fallback mapping, as before).
+    pub fn take_device_memory(
+        &self,
+        reg: &mut Registry,
+        device: usize,
+        bytes: usize,
+    ) -> Result<usize, hipError_t> {
         if !self.usage.reserve(device, bytes as u64) {
             return Err(hipErrorOutOfMemory);
         }
-        match memory::map_device(bytes) {
+        match reg.arenas[device]
+            .take(bytes)
+            .or_else(|| memory::map_device(bytes))
+        {
             Some(addr) => Ok(addr),
             None => {
                 self.usage.release(device, bytes as u64);
@@ -302,9 +368,17 @@ impl Sim {
         }
     }
 
-    /// Unmaps and uncharges memory taken by [`Sim::take_device_memory`].
-    pub fn give_back_device_memory(&self, device: usize, addr: usize, bytes: usize) {
-        memory::unmap(addr, bytes);
+    /// Returns and uncharges memory taken by [`Sim::take_device_memory`].
+    pub fn give_back_device_memory(
+        &self,
+        reg: &mut Registry,
+        device: usize,
+        addr: usize,
+        bytes: usize,
+    ) {
+        if !reg.arenas[device].give_back(addr, bytes) {
+            memory::unmap(addr, bytes);
+        }
         self.usage.release(device, bytes as u64);
     }
 }

@@ -20,8 +20,9 @@ pub fn malloc(sim: &Sim, ptr: Out<*mut c_void>, size: usize) -> HipResult {
         return Ok(());
     }
     let bytes = linear_bytes(size).ok_or(hipErrorOutOfMemory)?;
-    let addr = sim.take_device_memory(device, bytes)?;
-    sim.registry().allocs.insert(
+    let mut reg = sim.registry();
+    let addr = sim.take_device_memory(&mut reg, device, bytes)?;
+    reg.allocs.insert(
         addr,
         Alloc {
             bytes,
@@ -208,7 +209,8 @@ fn format_bytes(format: hipArray_Format, channels: c_uint) -> HipResult<usize> {
 fn new_array(sim: &Sim, bytes: Option<usize>, mipmapped: bool) -> HipResult<usize> {
     let device = sim.current_device()?;
     let bytes = bytes.ok_or(hipErrorOutOfMemory)?;
-    let base = sim.take_device_memory(device, bytes)?;
+    let mut reg = sim.registry();
+    let base = sim.take_device_memory(&mut reg, device, bytes)?;
     let token = Box::new(0u64);
     let handle = sim::token_addr(&token);
     let array = DevArray {
@@ -217,7 +219,6 @@ fn new_array(sim: &Sim, bytes: Option<usize>, mipmapped: bool) -> HipResult<usiz
         bytes,
         device,
     };
-    let mut reg = sim.registry();
     if mipmapped {
         reg.mipmaps.insert(handle, array);
     } else {

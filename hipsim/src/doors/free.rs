@@ -24,8 +24,7 @@ pub fn free(sim: &Sim, ptr: *mut c_void) -> Result<(), hipError_t> {
             crate::memory::unmap(ptr as usize, alloc.bytes);
         }
         AllocKind::Linear | AllocKind::Pool(_) => {
-            drop(reg);
-            sim.give_back_device_memory(alloc.device, ptr as usize, alloc.bytes);
+            sim.give_back_device_memory(&mut reg, alloc.device, ptr as usize, alloc.bytes);
         }
     }
     Ok(())
@@ -50,8 +49,7 @@ fn free_array(handle: usize, mipmapped: bool) -> hipError_t {
             &mut reg.arrays
         };
         let array = table.remove(&handle).ok_or(hipErrorInvalidValue)?;
-        drop(reg);
-        sim.give_back_device_memory(array.device, array.base, array.bytes);
+        sim.give_back_device_memory(&mut reg, array.device, array.base, array.bytes);
         Ok(())
     }))
 }
@@ -148,10 +146,11 @@ pub fn reset_device(sim: &Sim, device: usize) {
             vmm_bytes += h.bytes;
         }
     }
-    drop(reg);
     for (base, bytes) in give_back {
-        sim.give_back_device_memory(device, base, bytes);
+        sim.give_back_device_memory(&mut reg, device, base, bytes);
     }
+    reg.arenas[device].reset_if_empty();
+    drop(reg);
     for (base, bytes) in unmap_only {
         crate::memory::unmap(base, bytes);
     }

@@ -36,12 +36,7 @@ fn pool_alloc(sim: &Sim, ptr: Out<*mut c_void>, size: usize, pool: usize) -> Hip
     let device = p.device;
     let addr = match p.cache.iter().rposition(|&(_, b)| b == bytes) {
         Some(i) => p.cache.swap_remove(i).0,
-        None => {
-            drop(reg);
-            let addr = sim.take_device_memory(device, bytes)?;
-            reg = sim.registry();
-            addr
-        }
+        None => sim.take_device_memory(&mut reg, device, bytes)?,
     };
     reg.allocs.insert(
         addr,
@@ -57,15 +52,15 @@ fn pool_alloc(sim: &Sim, ptr: Out<*mut c_void>, size: usize, pool: usize) -> Hip
 
 /// Returns every cached block of `device`'s pools to the device (a synchronisation point).
 pub fn release_caches(sim: &Sim, device: usize) {
-    let blocks: Vec<(usize, usize)> = sim
-        .registry()
+    let mut reg = sim.registry();
+    let blocks: Vec<(usize, usize)> = reg
         .pools
         .values_mut()
         .filter(|p| p.device == device)
         .flat_map(|p| std::mem::take(&mut p.cache))
         .collect();
     for (base, bytes) in blocks {
-        sim.give_back_device_memory(device, base, bytes);
+        sim.give_back_device_memory(&mut reg, device, base, bytes);
     }
 }
 
@@ -125,8 +120,12 @@ pub unsafe extern "C" fn hipsim_impl_hipFreeAsync(
                     Some(p) => p.cache.push((ptr as usize, alloc.bytes)),
                     None => {
                         // Its pool was destroyed meanwhile: nothing left to cache it in.
-                        drop(reg);
-                        sim.give_back_device_memory(alloc.device, ptr as usize, alloc.bytes);
+                        sim.give_back_device_memory(
+                            &mut reg,
+                            alloc.device,
+                            ptr as usize,
+                            alloc.bytes,
+                        );
                     }
                 }
                 Ok(())
@@ -160,9 +159,8 @@ pub unsafe extern "C" fn hipsim_impl_hipMemPoolTrimTo(
             cached -= block.1;
             trimmed.push(block);
         }
-        drop(reg);
         for (base, bytes) in trimmed {
-            sim.give_back_device_memory(device, base, bytes);
+            sim.give_back_device_memory(&mut reg, device, base, bytes);
         }
         Ok(())
     }))
@@ -211,9 +209,8 @@ pub unsafe extern "C" fn hipsim_impl_hipMemPoolDestroy(pool: hipMemPool_t) -> hi
             Some(_) => {}
         }
         let p = reg.pools.remove(&(pool as usize)).expect("checked above");
-        drop(reg);
         for (base, bytes) in p.cache {
-            sim.give_back_device_memory(p.device, base, bytes);
+            sim.give_back_device_memory(&mut reg, p.device, base, bytes);
         }
         Ok(())
     }))
