@@ -372,76 +372,119 @@ impl Bench {
         Ok(())
     }
 
-    /// (c) A generated library of 20,000 functions and a program calling each once, linked
-    /// lazily and with `-z now`; the wall time of whole runs, plain vs hooked.
+    /// Builds (once) a library of `functions` tiny functions and a program calling each once,
+    /// linked lazily and with `-z now`. Generated as assembly: `as` takes well under a second
+    /// for what takes cc a minute.
+    fn build_bindmany(&self, functions: usize) -> Result<(PathBuf, PathBuf), String> {
+        let lib_s = self.work.join(format!("bindmany{functions}_lib.S"));
+        let calls_s = self.work.join(format!("bindmany{functions}_calls.S"));
+        let main_c = self.work.join("bindmany_main.c");
+        let lib = self.work.join(format!("libbindmany{functions}.so"));
+        let lazy = self.work.join(format!("bindmany{functions}_lazy"));
+        let now = self.work.join(format!("bindmany{functions}_now"));
+        if lib.is_file() && lazy.is_file() && now.is_file() {
+            return Ok((lazy, now));
+        }
+        let mut lib_src = String::from("    .text\n");
+        let mut calls_src = String::from(
+            "    .text\n    .globl bindmany_call_all\n    .type bindmany_call_all,@function\n\
+             bindmany_call_all:\n    push %rbx\n    xor %ebx, %ebx\n",
+        );
+        for i in 0..functions {
+            lib_src.push_str(&format!(
+                "    .globl bindmany_{i}\n    .type bindmany_{i},@function\nbindmany_{i}:\n\
+                 \x20   lea {i}(%rdi), %eax\n    ret\n"
+            ));
+            calls_src.push_str(&format!(
+                "    mov $1, %edi\n    call bindmany_{i}@PLT\n    add %eax, %ebx\n"
+            ));
+        }
+        lib_src.push_str("    .section .note.GNU-stack,\"\",@progbits\n");
+        calls_src.push_str(
+            "    mov %ebx, %eax\n    pop %rbx\n    ret\n    .section .note.GNU-stack,\"\",@progbits\n",
+        );
+        let write = |path: &Path, text: &str| {
+            std::fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))
+        };
+        write(&lib_s, &lib_src)?;
+        write(&calls_s, &calls_src)?;
+        write(
+            &main_c,
+            "#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n\
+             int bindmany_call_all(void);\n\
+             int main(void) {\n\
+             \x20 int count = 0;\n\
+             \x20 void *p = 0;\n\
+             \x20 if (hipGetDeviceCount(&count) != hipSuccess) return 1;\n\
+             \x20 if (hipMalloc(&p, 4096) != hipSuccess || hipFree(p) != hipSuccess) return 1;\n\
+             \x20 printf(\"%d\\n\", bindmany_call_all());\n\
+             \x20 return 0;\n}\n",
+        )?;
+        let out = Command::new("cc")
+            .args(["-shared", "-fPIC"])
+            .arg(&lib_s)
+            .arg("-o")
+            .arg(&lib)
+            .output()
+            .map_err(|e| format!("run cc: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "building {}: {}",
+                lib.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let rpath = format!("-Wl,-rpath,{}", self.work.display());
+        let link = format!("-L{}", self.work.display());
+        let lib_flag = format!("-lbindmany{functions}");
+        for (exe, extra) in [(&lazy, vec![]), (&now, vec!["-Wl,-z,now"])] {
+            let mut args = vec![link.as_str(), rpath.as_str(), lib_flag.as_str()];
+            args.extend(extra);
+            self.cc(&[&main_c, &calls_s], exe, &args)?;
+        }
+        Ok((lazy, now))
+    }
+
+    /// Whole-process CPU and wall time (ms) of `exe`, plain vs hooked, through `cputime`.
+    fn startup_runs(
+        &self,
+        cputime: &Path,
+        exe: &Path,
+        bind_now: bool,
+        functions: usize,
+        runs: usize,
+    ) -> Result<Comparison, String> {
+        // every function called once: the sum of (1 + i)
+        let expected = (functions * (functions + 1) / 2).to_string();
+        self.side_by_side(runs, |hooked| {
+            let mut cmd = self.command(cputime, hooked, "startup");
+            cmd.arg(exe);
+            if bind_now {
+                cmd.env("LD_BIND_NOW", "1");
+            }
+            let out = self.run(&mut cmd, "bindmany")?;
+            let mut lines = out.lines();
+            if lines.next() != Some(expected.as_str()) {
+                return Err(format!(
+                    "bindmany printed {out:?}, expected {expected} first"
+                ));
+            }
+            let fields: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+            match fields.as_slice() {
+                ["cputime", cpu, wall] => Ok(Timing {
+                    cpu: cpu.parse::<f64>().map_err(|e| format!("cputime: {e}"))? / 1e3,
+                    wall: wall.parse::<f64>().map_err(|e| format!("cputime: {e}"))? / 1e3,
+                }),
+                _ => Err(format!("cputime printed {out:?}")),
+            }
+        })
+    }
+
+    /// (c) Start-up of a program binding 20,000 functions of a generated library, plain vs
+    /// hooked, lazily and with `-z now`; and, to tell the hook's fixed start-up cost from a
+    /// per-binding one, the same program binding none.
     fn startup(&self) -> Result<(), String> {
         const FUNCTIONS: usize = 20_000;
-        // Generated as assembly: `as` takes well under a second for what takes cc a minute.
-        let lib_s = self.work.join(format!("bindmany{FUNCTIONS}_lib.S"));
-        let calls_s = self.work.join(format!("bindmany{FUNCTIONS}_calls.S"));
-        let main_c = self.work.join("bindmany_main.c");
-        let lib = self.work.join(format!("libbindmany{FUNCTIONS}.so"));
-        let lazy = self.work.join(format!("bindmany{FUNCTIONS}_lazy"));
-        let now = self.work.join(format!("bindmany{FUNCTIONS}_now"));
-        if !(lib.is_file() && lazy.is_file() && now.is_file()) {
-            let mut lib_src = String::from("    .text\n");
-            let mut calls_src = String::from(
-                "    .text\n    .globl bindmany_call_all\n    .type bindmany_call_all,@function\n\
-                 bindmany_call_all:\n    push %rbx\n    xor %ebx, %ebx\n",
-            );
-            for i in 0..FUNCTIONS {
-                lib_src.push_str(&format!(
-                    "    .globl bindmany_{i}\n    .type bindmany_{i},@function\nbindmany_{i}:\n\
-                     \x20   lea {i}(%rdi), %eax\n    ret\n"
-                ));
-                calls_src.push_str(&format!(
-                    "    mov $1, %edi\n    call bindmany_{i}@PLT\n    add %eax, %ebx\n"
-                ));
-            }
-            lib_src.push_str("    .section .note.GNU-stack,\"\",@progbits\n");
-            calls_src.push_str(
-                "    mov %ebx, %eax\n    pop %rbx\n    ret\n    .section .note.GNU-stack,\"\",@progbits\n",
-            );
-            std::fs::write(&lib_s, lib_src)
-                .map_err(|e| format!("write {}: {e}", lib_s.display()))?;
-            std::fs::write(&calls_s, calls_src)
-                .map_err(|e| format!("write {}: {e}", calls_s.display()))?;
-            std::fs::write(
-                &main_c,
-                "#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n\
-                 int bindmany_call_all(void);\n\
-                 int main(void) {\n\
-                 \x20 int count = 0;\n\
-                 \x20 void *p = 0;\n\
-                 \x20 if (hipGetDeviceCount(&count) != hipSuccess) return 1;\n\
-                 \x20 if (hipMalloc(&p, 4096) != hipSuccess || hipFree(p) != hipSuccess) return 1;\n\
-                 \x20 printf(\"%d\\n\", bindmany_call_all());\n\
-                 \x20 return 0;\n}\n",
-            )
-            .map_err(|e| format!("write {}: {e}", main_c.display()))?;
-            let out = Command::new("cc")
-                .args(["-shared", "-fPIC"])
-                .arg(&lib_s)
-                .arg("-o")
-                .arg(&lib)
-                .output()
-                .map_err(|e| format!("run cc: {e}"))?;
-            if !out.status.success() {
-                return Err(format!(
-                    "building {}: {}",
-                    lib.display(),
-                    String::from_utf8_lossy(&out.stderr)
-                ));
-            }
-            let rpath = format!("-Wl,-rpath,{}", self.work.display());
-            let link = format!("-L{}", self.work.display());
-            let lib_flag = format!("-lbindmany{FUNCTIONS}");
-            for (exe, extra) in [(&lazy, vec![]), (&now, vec!["-Wl,-z,now"])] {
-                let mut args = vec![link.as_str(), rpath.as_str(), lib_flag.as_str()];
-                args.extend(extra);
-                self.cc(&[&main_c, &calls_s], exe, &args)?;
-            }
-        }
         // The program runs under `cputime`, which reports its CPU time (wait4's rusage) and
         // wall time; CPU time is the verdict because it hardly moves with the machine's load.
         let cputime = self.work.join("cputime");
@@ -461,31 +504,18 @@ impl Bench {
             }
         }
         let runs = if self.quick { 5 } else { 31 };
-        let expected = (FUNCTIONS * (FUNCTIONS + 1) / 2).to_string();
-        for (exe, label) in [(&lazy, "lazy  "), (&now, "-z now")] {
-            let c = self.side_by_side(runs, |hooked| {
-                let mut cmd = self.command(&cputime, hooked, "startup");
-                cmd.arg(exe);
-                if label == "-z now" {
-                    cmd.env("LD_BIND_NOW", "1");
+        let many = self.build_bindmany(FUNCTIONS)?;
+        let none = self.build_bindmany(0)?;
+        for (bind_now, label) in [(false, "lazy  "), (true, "-z now")] {
+            let pick = |pair: &(PathBuf, PathBuf)| {
+                if bind_now {
+                    pair.1.clone()
+                } else {
+                    pair.0.clone()
                 }
-                let out = self.run(&mut cmd, "bindmany")?;
-                // every function called once: the sum of (1 + i)
-                let mut lines = out.lines();
-                if lines.next() != Some(expected.as_str()) {
-                    return Err(format!(
-                        "bindmany printed {out:?}, expected {expected} first"
-                    ));
-                }
-                let fields: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
-                match fields.as_slice() {
-                    ["cputime", cpu, wall] => Ok(Timing {
-                        cpu: cpu.parse::<f64>().map_err(|e| format!("cputime: {e}"))? / 1e3,
-                        wall: wall.parse::<f64>().map_err(|e| format!("cputime: {e}"))? / 1e3,
-                    }),
-                    _ => Err(format!("cputime printed {out:?}")),
-                }
-            })?;
+            };
+            let c = self.startup_runs(&cputime, &pick(&many), bind_now, FUNCTIONS, runs)?;
+            let base = self.startup_runs(&cputime, &pick(&none), bind_now, 0, runs)?;
             let pct = |h: f64, p: f64| (h / p - 1.0) * 100.0;
             let cpu_pct = pct(c.hooked.cpu, c.plain.cpu);
             println!(
@@ -496,6 +526,12 @@ impl Bench {
                 c.cpu_noise / c.plain.cpu * 100.0,
                 pct(c.hooked.wall, c.plain.wall),
                 verdict(cpu_pct <= 5.0)
+            );
+            let fixed = base.added_cpu();
+            let per_binding_ns = (c.added_cpu() - fixed) / FUNCTIONS as f64 * 1e6;
+            println!(
+                "    {label}: hook's fixed start-up cost (same program, no extra bindings) \
+                 {fixed:+.2} ms CPU; per unrelated binding {per_binding_ns:+.1} ns"
             );
         }
         Ok(())
