@@ -385,8 +385,9 @@ proptest! {
         let mut slices: Vec<CuSet> = Vec::new();
         let mut foreign = CuSet::new();
         let mut model_taken = vec![false; N];
+        // Kept the way a device plugin keeps it: union on allocate, difference on release.
+        let mut taken = CuSet::new();
         for op in ops {
-            let taken = slices.iter().fold(foreign, |acc, s| acc.union(s));
             match op {
                 DeviceOp::Allocate(count) => {
                     let count = count.min(topo.cu_count());
@@ -420,6 +421,7 @@ proptest! {
                             mask.set(0, slice).unwrap();
                             prop_assert_eq!(HsaCuMask::parse_for(&mask.to_string(), 1, topo.cu_count()).unwrap(), mask);
                             for i in 0..N { model_taken[i] |= cus[i]; }
+                            taken = taken.union(&slice);
                             slices.push(slice);
                         }
                         Err(AllocError::DoesNotFit { requested: r, free: f }) => {
@@ -440,20 +442,36 @@ proptest! {
                     if !slices.is_empty() {
                         let slice = slices.remove(i % slices.len());
                         for id in slice.iter() { model_taken[usize::from(id)] = false; }
-                        for id in foreign.iter() { model_taken[usize::from(id)] = true; }
+                        taken = taken.difference(&slice);
                     }
                 }
                 DeviceOp::Foreign(start, len) => {
+                    // A hand-set mask in currently free space.
                     let end = (start + len).min(topo.cu_count() as u16);
-                    foreign.insert_range(start.min(end)..end);
-                    for i in start.min(end)..end { model_taken[usize::from(i)] = true; }
+                    let added = CuSet::range(start.min(end), end).difference(&taken);
+                    foreign = foreign.union(&added);
+                    taken = taken.union(&added);
+                    for i in added.iter() { model_taken[usize::from(i)] = true; }
                 }
             }
-            let taken = slices.iter().fold(foreign, |acc, s| acc.union(s));
             prop_assert_eq!(Model::of(&taken).0.to_vec(), model_taken.clone());
         }
-        // Releasing every tenant (and the foreign mask) restores the whole device.
-        let whole = topo.round_count(topo.cu_count()).unwrap();
-        prop_assert_eq!(allocate(&topo, &CuSet::new(), topo.cu_count()).map(|s| s.len() as u32), Ok(whole));
+        // Releasing every tenant restores the free space to what the foreign masks leave.
+        for slice in slices.drain(..) {
+            taken = taken.difference(&slice);
+        }
+        prop_assert_eq!(taken, foreign);
+        let free_after = model_usable(&topo, &Model::of(&foreign).0).iter().filter(|&&b| b).count();
+        match allocate(&topo, &taken, topo.cu_count()) {
+            Ok(slice) => prop_assert_eq!(slice.len() as u32, topo.round_count(topo.cu_count()).unwrap()),
+            Err(AllocError::DoesNotFit { free, .. } | AllocError::XcdFull { free, .. }) => {
+                prop_assert_eq!(free as usize, free_after)
+            }
+            Err(e) => prop_assert!(false, "unexpected error {}", e),
+        }
+        if foreign.is_empty() {
+            let whole = topo.round_count(topo.cu_count()).unwrap();
+            prop_assert_eq!(allocate(&topo, &taken, topo.cu_count()).map(|s| s.len() as u32), Ok(whole));
+        }
     }
 }
