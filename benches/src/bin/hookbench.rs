@@ -345,8 +345,8 @@ impl Bench {
     /// (a) and (b).
     fn hot_paths(&self) -> Result<(), String> {
         let exe = self.compile_fixture("hotloop")?;
-        let rounds = if self.quick { 3 } else { 9 };
-        let pair_iters = if self.quick { 5_000 } else { 20_000 };
+        let rounds = if self.quick { 3 } else { 15 };
+        let pair_iters = if self.quick { 5_000 } else { 50_000 };
         let query_iters = if self.quick { 50_000 } else { 500_000 };
 
         let one = self.side_by_side(rounds, |h| self.hotloop(&exe, "pair", pair_iters, 1, h))?;
@@ -503,7 +503,7 @@ impl Bench {
                 ));
             }
         }
-        let runs = if self.quick { 5 } else { 31 };
+        let runs = if self.quick { 5 } else { 41 };
         let many = self.build_bindmany(FUNCTIONS)?;
         let none = self.build_bindmany(0)?;
         for (bind_now, label) in [(false, "lazy  "), (true, "-z now")] {
