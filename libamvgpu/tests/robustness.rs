@@ -351,3 +351,36 @@ fn bad_allocation_arguments_get_the_runtimes_answer_and_charge_nothing() {
     );
     r.expect_ok(8);
 }
+
+/// Every process of a container gets LD_AUDIT, most of them never touch HIP (shells, tools):
+/// they must run exactly as without the hook, at every log level.
+#[test]
+fn programs_without_hip_run_unchanged() {
+    let sb = Sandbox::new("nohip", 1).limit("8m");
+    for level in ["0", "2", "4"] {
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", "echo hello; printf 'a\\tb'; exit 3"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LD_AUDIT", hook_path())
+            .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+            .env("HIP_DEVICE_MEMORY_SHARED_CACHE", sb.ledger_path())
+            .env("LIBHIP_LOG_LEVEL", level)
+            .output()
+            .expect("run /bin/sh");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("cannot be loaded as audit interface"),
+            "the loader refused the hook: {stderr}"
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "level {level}: exit status; stderr: {stderr}"
+        );
+        assert_eq!(
+            out.stdout, b"hello\na\tb",
+            "level {level}: stdout; stderr: {stderr}"
+        );
+    }
+}
