@@ -675,139 +675,180 @@ fn hip_mem_pool_trim_to_releases_what_it_trims() {
     assert_eq!(r.meminfo(13), (LIMIT, LIMIT), "{r}");
 }
 
-/// One allocation a model-based run made: how to free it and what it was charged.
+/// One allocation a model-based run made: how to free it, on which device it landed and what
+/// it was charged.
 struct Live {
     slot: usize,
     free: &'static str,
+    device: usize,
     charged: u64,
 }
 
-/// A deterministic pseudo-random mix of every device-backed door and its frees, against a
-/// model that knows what the runtime charges: each allocation must succeed exactly when it
-/// fits under the limit, and at every checkpoint the hook's view (limit - hipMemGetInfo free)
-/// must equal what the simulated device really holds.
+/// Runs a deterministic pseudo-random mix of every device-backed door and its frees against a
+/// model that knows what the runtime charges: each allocation must succeed exactly when it fits
+/// under its device's limit, and at every checkpoint the hook's view (limit - hipMemGetInfo
+/// free) must equal what the simulated device really holds. Frees happen with whatever device
+/// is current, so they must find the device from the pointer.
+fn random_mix(seed: u64, limits: &[u64]) {
+    let mut x = seed;
+    let mut next = move |bound: u64| -> u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % bound
+    };
+    let devices = limits.len();
+    let mut steps: Vec<String> = Vec::new();
+    // (step, expected rc); checkpoints: (device, meminfo step, usage step, model's bytes)
+    let mut expect: Vec<(usize, i64)> = Vec::new();
+    let mut checkpoints: Vec<(usize, usize, usize, u64)> = Vec::new();
+    let mut live: Vec<Live> = Vec::new();
+    let mut free_slots: Vec<usize> = (0..200).rev().collect();
+    let mut used = vec![0u64; devices];
+    let mut current = 0usize;
+    let set_device = |steps: &mut Vec<String>, expect: &mut Vec<(usize, i64)>, d: usize| {
+        steps.push(format!("dev:{d}"));
+        expect.push((steps.len() - 1, HIP_SUCCESS));
+    };
+    for op in 0..240 {
+        if devices > 1 && next(4) == 0 {
+            current = next(devices as u64) as usize;
+            set_device(&mut steps, &mut expect, current);
+        }
+        if !live.is_empty() && (next(3) == 0 || free_slots.is_empty()) {
+            let l = live.swap_remove(next(live.len() as u64) as usize);
+            steps.push(format!("{}:{}", l.free, l.slot));
+            expect.push((steps.len() - 1, HIP_SUCCESS));
+            used[l.device] -= l.charged;
+            free_slots.push(l.slot);
+        } else {
+            let slot = free_slots.pop().expect("a free slot");
+            let mut device = current;
+            let (step, free, charged) = match next(8) {
+                0 | 1 => {
+                    let n = next(3 * MIB) + 1;
+                    (format!("malloc:{slot}:{n}"), "free", linear(n))
+                }
+                2 => {
+                    let (w, h) = (next(4096) + 1, next(512) + 1);
+                    (format!("pitch:{slot}:{w}:{h}"), "free", pitched(w, h, 1))
+                }
+                3 => {
+                    let (w, h, d) = (next(2048) + 1, next(64) + 1, next(16) + 1);
+                    (format!("m3d:{slot}:{w}:{h}:{d}"), "free", pitched(w, h, d))
+                }
+                4 => {
+                    let (w, h) = (next(2048) + 1, next(512));
+                    (format!("array:{slot}:{w}:{h}"), "freearray", array(w, h, 0))
+                }
+                5 => {
+                    let (w, h, d) = (next(512) + 1, next(64) + 1, next(16) + 1);
+                    (
+                        format!("array3dcreate:{slot}:{w}:{h}:{d}"),
+                        "arraydestroy",
+                        array(w, h, d),
+                    )
+                }
+                6 => {
+                    let (w, h, l) = (next(1024) + 1, next(1024) + 1, next(4) as u32 + 1);
+                    (
+                        format!("mipmap:{slot}:{w}:{h}:0:{l}"),
+                        "freemipmap",
+                        mipmap(w, h, 0, l),
+                    )
+                }
+                _ => {
+                    // VMM names its device in the properties, whatever the current one is
+                    device = next(devices as u64) as usize;
+                    let n = (next(2) + 1) * 2 * MIB;
+                    (format!("memcreate:{slot}:{n}:{device}"), "release", n)
+                }
+            };
+            steps.push(step);
+            if used[device] + charged <= limits[device] {
+                expect.push((steps.len() - 1, HIP_SUCCESS));
+                used[device] += charged;
+                live.push(Live {
+                    slot,
+                    free,
+                    device,
+                    charged,
+                });
+            } else {
+                expect.push((steps.len() - 1, HIP_OUT_OF_MEMORY));
+                free_slots.push(slot);
+            }
+        }
+        if op % 8 == 7 {
+            for (d, &bytes) in used.iter().enumerate() {
+                if devices > 1 {
+                    set_device(&mut steps, &mut expect, d);
+                }
+                steps.push("meminfo".into());
+                steps.push(format!("usage:{d}"));
+                checkpoints.push((d, steps.len() - 2, steps.len() - 1, bytes));
+            }
+            if devices > 1 {
+                set_device(&mut steps, &mut expect, current);
+            }
+        }
+    }
+    let refusals = expect.iter().filter(|e| e.1 == HIP_OUT_OF_MEMORY).count();
+    assert!(
+        refusals >= 10 && expect.len() - refusals >= 100,
+        "test bug: seed {seed:#x} makes {refusals} refusals of {} calls",
+        expect.len()
+    );
+    let mut sb = Sandbox::new("mix", devices as u32);
+    for (d, limit) in limits.iter().enumerate() {
+        sb = sb.device_limit(d as u32, &limit.to_string());
+    }
+    let refs: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let r = sb.run(&refs);
+    r.expect_clean_exit();
+    for (i, rc) in expect {
+        assert_eq!(
+            r.rc(i),
+            rc,
+            "seed {seed:#x}: step {i} `{}` (model: {})\n{r}",
+            steps[i],
+            if rc == 0 { "fits" } else { "over the limit" }
+        );
+    }
+    for (d, m, u, model_used) in checkpoints {
+        let (free, total) = r.meminfo(m);
+        let (device_live, peak) = r.usage(u);
+        assert_eq!(total, limits[d], "seed {seed:#x}, device {d}\n{r}");
+        assert_eq!(
+            device_live, model_used,
+            "test model vs runtime: seed {seed:#x}, device {d}, step {u}"
+        );
+        assert_eq!(
+            limits[d] - free,
+            model_used,
+            "seed {seed:#x}, device {d}: the hook's usage at step {m} differs from the runtime's\n{r}"
+        );
+        assert!(
+            peak <= limits[d],
+            "seed {seed:#x}, device {d}: device peak {peak}\n{r}"
+        );
+    }
+}
+
 #[test]
 fn random_mixes_of_doors_match_the_runtimes_charges() {
-    const LIMIT16: u64 = 16 * MIB;
     for seed in [
         0x2545_f491_4f6c_dd1d_u64,
         0x9e37_79b9_7f4a_7c15,
         0xdead_beef_cafe_f00d,
     ] {
-        let mut x = seed;
-        let mut next = move |bound: u64| -> u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % bound
-        };
-        let mut steps: Vec<String> = Vec::new();
-        // (step index, expected rc) for allocations; checkpoints: (meminfo index, usage index, used)
-        let mut expect: Vec<(usize, i64)> = Vec::new();
-        let mut checkpoints: Vec<(usize, usize, u64)> = Vec::new();
-        let mut live: Vec<Live> = Vec::new();
-        let mut free_slots: Vec<usize> = (0..200).rev().collect();
-        let mut used = 0u64;
-        for op in 0..240 {
-            if !live.is_empty() && (next(3) == 0 || free_slots.is_empty()) {
-                let l = live.swap_remove(next(live.len() as u64) as usize);
-                steps.push(format!("{}:{}", l.free, l.slot));
-                expect.push((steps.len() - 1, HIP_SUCCESS));
-                used -= l.charged;
-                free_slots.push(l.slot);
-            } else {
-                let slot = free_slots.pop().expect("a free slot");
-                let (step, free, charged) = match next(8) {
-                    0 | 1 => {
-                        let n = next(3 * MIB) + 1;
-                        (format!("malloc:{slot}:{n}"), "free", linear(n))
-                    }
-                    2 => {
-                        let (w, h) = (next(4096) + 1, next(512) + 1);
-                        (format!("pitch:{slot}:{w}:{h}"), "free", pitched(w, h, 1))
-                    }
-                    3 => {
-                        let (w, h, d) = (next(2048) + 1, next(64) + 1, next(16) + 1);
-                        (format!("m3d:{slot}:{w}:{h}:{d}"), "free", pitched(w, h, d))
-                    }
-                    4 => {
-                        let (w, h) = (next(2048) + 1, next(512));
-                        (format!("array:{slot}:{w}:{h}"), "freearray", array(w, h, 0))
-                    }
-                    5 => {
-                        let (w, h, d) = (next(512) + 1, next(64) + 1, next(16) + 1);
-                        (
-                            format!("array3dcreate:{slot}:{w}:{h}:{d}"),
-                            "arraydestroy",
-                            array(w, h, d),
-                        )
-                    }
-                    6 => {
-                        let (w, h, l) = (next(1024) + 1, next(1024) + 1, next(4) as u32 + 1);
-                        (
-                            format!("mipmap:{slot}:{w}:{h}:0:{l}"),
-                            "freemipmap",
-                            mipmap(w, h, 0, l),
-                        )
-                    }
-                    _ => {
-                        let n = (next(2) + 1) * 2 * MIB;
-                        (format!("memcreate:{slot}:{n}:0"), "release", n)
-                    }
-                };
-                steps.push(step);
-                if used + charged <= LIMIT16 {
-                    expect.push((steps.len() - 1, HIP_SUCCESS));
-                    used += charged;
-                    live.push(Live {
-                        slot,
-                        free,
-                        charged,
-                    });
-                } else {
-                    expect.push((steps.len() - 1, HIP_OUT_OF_MEMORY));
-                    free_slots.push(slot);
-                }
-            }
-            if op % 8 == 7 {
-                steps.push("meminfo".into());
-                steps.push("usage:0".into());
-                checkpoints.push((steps.len() - 2, steps.len() - 1, used));
-            }
-        }
-        let refusals = expect.iter().filter(|e| e.1 == HIP_OUT_OF_MEMORY).count();
-        assert!(
-            refusals >= 10 && expect.len() - refusals >= 100,
-            "test bug: seed {seed:#x} makes {refusals} refusals of {} calls",
-            expect.len()
-        );
-        let sb = Sandbox::new("mix", 1).limit("16m");
-        let refs: Vec<&str> = steps.iter().map(String::as_str).collect();
-        let r = sb.run(&refs);
-        r.expect_clean_exit();
-        for (i, rc) in expect {
-            assert_eq!(
-                r.rc(i),
-                rc,
-                "seed {seed:#x}: step {i} `{}` (model: {})\n{r}",
-                steps[i],
-                if rc == 0 { "fits" } else { "over the limit" }
-            );
-        }
-        for (m, u, model_used) in checkpoints {
-            let (free, total) = r.meminfo(m);
-            let (device_live, peak) = r.usage(u);
-            assert_eq!(total, LIMIT16, "seed {seed:#x}\n{r}");
-            assert_eq!(
-                device_live, model_used,
-                "seed {seed:#x}: test model vs runtime at step {u}"
-            );
-            assert_eq!(
-                LIMIT16 - free,
-                model_used,
-                "seed {seed:#x}: the hook's usage at step {m} differs from the runtime's charge\n{r}"
-            );
-            assert!(peak <= LIMIT16, "seed {seed:#x}: device peak {peak}\n{r}");
-        }
+        random_mix(seed, &[16 * MIB]);
+    }
+}
+
+#[test]
+fn random_mixes_over_two_devices_charge_the_right_one() {
+    for seed in [0x0123_4567_89ab_cdef_u64, 0x5851_f42d_4c95_7f2d] {
+        random_mix(seed, &[16 * MIB, 8 * MIB]);
     }
 }
