@@ -772,13 +772,24 @@ pub unsafe extern "C" fn hipMallocFromPoolAsync(
         // SAFETY: forwarding the caller's arguments unchanged to the real function.
         return unsafe { real(ptr, size, pool, stream) };
     };
-    let Some(device) = pool_device(active.state, pool as usize) else {
-        // SAFETY: an unknown pool: the runtime gives its own error.
-        let rc = unsafe { real(ptr, size, pool, stream) };
-        if rc == hipSuccess {
-            log::warn!("hipMallocFromPoolAsync: pool {pool:p} has no known device; not counted");
+    // A pool the hook never saw created (e.g. imported from another process) is charged to
+    // the stream's device: the best estimate there is, and never an uncounted allocation.
+    // It is remembered, so that its blocks are cached at hipFreeAsync like any pool's.
+    let device = match pool_device(active.state, pool as usize) {
+        Some(device) => device,
+        None => {
+            let device =
+                super::stream::stream_device(stream).map_or(NO_DEVICE, |(device, _)| device);
+            if let Ok(id) = u32::try_from(device) {
+                let entry = amvgpu_ledger::Entry {
+                    bytes: 0,
+                    device: id,
+                    door: 1,
+                };
+                let _ = active.state.pools.insert(pool as usize, entry);
+            }
+            device
         }
-        return rc;
     };
     // SAFETY: forwarding the caller's arguments.
     unsafe {
