@@ -97,6 +97,7 @@ symbol_table! {
         hipGetDevice,
         hipStreamGetDevice,
         hipDeviceGetDefaultMemPool,
+        hipDeviceGetMemPool,
     }
 }
 

@@ -627,6 +627,22 @@ pub(crate) fn default_pool(device: c_int) -> Option<usize> {
     }
 }
 
+/// The pool `hipMallocAsync` allocates from on `device`: the one `hipDeviceSetMemPool` chose
+/// (asked of the runtime through `hipDeviceGetMemPool` when it exports it), else the default.
+fn current_pool(device: c_int) -> Option<usize> {
+    if let Some(addr) = symbols::real(Sym::hipDeviceGetMemPool) {
+        // SAFETY: hipDeviceGetMemPool(hipMemPool_t*, int) has the same signature as
+        // hipDeviceGetDefaultMemPool (HIP headers).
+        let get: hipDeviceGetDefaultMemPool_fn = unsafe { core::mem::transmute::<usize, _>(addr) };
+        let mut pool: hipMemPool_t = core::ptr::null_mut();
+        // SAFETY: `pool` is a valid out-pointer.
+        if unsafe { get(&mut pool, device) } == hipSuccess && !pool.is_null() {
+            return Some(pool as usize);
+        }
+    }
+    default_pool(device)
+}
+
 /// The device of a pool: remembered from `hipMemPoolCreate`, or found among the devices'
 /// default pools (and then remembered).
 pub(crate) fn pool_device(state: &State, pool: usize) -> Option<c_int> {
@@ -742,7 +758,7 @@ pub unsafe extern "C" fn hipMallocAsync(
     };
     // A bad stream: the runtime gives its own error (see `allocate`).
     let device = super::stream::stream_device(stream).map_or(NO_DEVICE, |(device, _)| device);
-    let pool = default_pool(device).unwrap_or(0);
+    let pool = current_pool(device).unwrap_or(0);
     // SAFETY: forwarding the caller's arguments.
     unsafe {
         pool_allocation(
