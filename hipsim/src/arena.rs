@@ -275,22 +275,28 @@ mod tests {
         let mut arena = Arena::new(8 * MIB); // big region: 16 MiB
         let a = arena.take(3 * MIB).unwrap(); // 4 MiB span
         let b = arena.take(2 * MIB).unwrap(); // 2 MiB span
-        let c = arena.take(2 * MIB + 4096).unwrap(); // 4 MiB span
-        for p in [a, b, c] {
-            assert_eq!(p % LARGE_ALLOCATION_ALIGNMENT, 0);
+        let c = arena.take(2 * MIB).unwrap(); // 2 MiB span
+        let d = arena.take(6 * MIB + 4096).unwrap(); // 8 MiB span: the region is full
+        assert_eq!(arena.take(2 * MIB), None);
+        let spans = [(a, 4 * MIB), (b, 2 * MIB), (c, 2 * MIB), (d, 8 * MIB)];
+        for (i, &x) in spans.iter().enumerate() {
+            assert_eq!(x.0 % LARGE_ALLOCATION_ALIGNMENT, 0);
+            for &y in &spans[..i] {
+                assert!(!overlaps(x, y), "{x:?} overlaps {y:?}");
+            }
         }
-        assert!(!overlaps((a, 4 * MIB), (b, 2 * MIB)) && !overlaps((b, 2 * MIB), (c, 4 * MIB)));
-        assert!(!overlaps((a, 4 * MIB), (c, 4 * MIB)));
-        assert!(arena.give_back(b, 2 * MIB));
-        // The 2 MiB hole is the best fit for a 2 MiB block, not the 6 MiB tail.
-        assert_eq!(arena.take(MIB * 2), Some(b));
-        assert!(arena.give_back(b, 2 * MIB));
-        assert!(arena.give_back(a, 3 * MIB));
-        assert!(arena.give_back(c, 2 * MIB + 4096));
-        // Everything coalesced back into one 16 MiB range.
-        let whole = arena.take(16 * MIB).unwrap();
-        assert_eq!(arena.take(2 * MIB), None, "the region is full");
-        assert!(arena.give_back(whole, 16 * MIB));
+        // Holes of 4 MiB (lower address) and 2 MiB: a 2 MiB block takes the 2 MiB one.
+        assert!(arena.give_back(a, 3 * MIB) && arena.give_back(c, 2 * MIB));
+        assert_eq!(arena.take(2 * MIB), Some(c));
+        // What a block leaves of a hole stays free: 4 MiB hole -> 2 MiB block + 2 MiB free.
+        assert_eq!(arena.take(2 * MIB), Some(a));
+        assert_eq!(arena.take(2 * MIB), Some(a + 2 * MIB));
+        for (addr, bytes) in [(a, 2 * MIB), (a + 2 * MIB, 2 * MIB), (b, 2 * MIB)] {
+            assert!(arena.give_back(addr, bytes));
+        }
+        assert!(arena.give_back(d, 6 * MIB + 4096) && arena.give_back(c, 2 * MIB));
+        // Freed neighbours on both sides merged back into one 16 MiB range.
+        assert_eq!(arena.take(16 * MIB), Some(a));
     }
 
     #[test]

@@ -163,6 +163,12 @@ impl Registry {
         };
         // A small linear scan is fine: the registry is a test oracle.
         let within = |base: usize, bytes: usize| addr >= base && end <= base + bytes;
+        // Copies mostly start at an allocation's base: look that up before scanning.
+        if let Some(a) = self.allocs.get(&addr) {
+            if end <= addr + a.bytes {
+                return true;
+            }
+        }
         if self.allocs.iter().any(|(&b, a)| within(b, a.bytes)) {
             return true;
         }

@@ -26,13 +26,15 @@ pub unsafe extern "C" fn hipsim_impl_hipMemcpy(
         if dst.is_null() || src.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let dst_dev = device_range_ok(sim, dst as usize, size, libc::PROT_WRITE);
-        let src_dev = device_range_ok(sim, src as usize, size, libc::PROT_READ);
+        // Only the sides the direction names are looked up: a host address is never found,
+        // so looking it up would scan every allocation.
+        let dst_dev = || device_range_ok(sim, dst as usize, size, libc::PROT_WRITE);
+        let src_dev = || device_range_ok(sim, src as usize, size, libc::PROT_READ);
         let ok = match kind {
-            hipMemcpyHostToHost => !dst_dev && !src_dev,
-            hipMemcpyHostToDevice => dst_dev,
-            hipMemcpyDeviceToHost => src_dev,
-            hipMemcpyDeviceToDevice => dst_dev && src_dev,
+            hipMemcpyHostToHost => !dst_dev() && !src_dev(),
+            hipMemcpyHostToDevice => dst_dev(),
+            hipMemcpyDeviceToHost => src_dev(),
+            hipMemcpyDeviceToDevice => dst_dev() && src_dev(),
             hipMemcpyDefault => true,
             _ => return Err(hipErrorInvalidMemcpyDirection),
         };

@@ -1,0 +1,14 @@
+//! The allocator behind the linear and pool doors: reuse, alignment, disjointness, real bytes,
+//! exact accounting and out-of-memory points under churn, threads and fork (see the fixture).
+
+use testkit::Fixture;
+
+#[test]
+fn churn_keeps_blocks_aligned_disjoint_intact_and_accounted() {
+    let path = format!("{}/tests/fixtures/churn.c", env!("CARGO_MANIFEST_DIR"));
+    let f = Fixture::from_path(path)
+        .link_flag("-pthread")
+        .compile()
+        .unwrap();
+    f.run().env("HIPSIM_VRAM", "64m").output().assert_success();
+}
