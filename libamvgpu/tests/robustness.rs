@@ -384,3 +384,35 @@ fn programs_without_hip_run_unchanged() {
         );
     }
 }
+
+/// A log level that is not 0..4 is reported (naming the variable and the value) and changes
+/// nothing else: stdout clean, the limit enforced.
+#[test]
+fn a_bad_log_level_is_reported_and_changes_nothing_else() {
+    for value in ["abc", "9", "-1", "2.5"] {
+        let sb = Sandbox::new("badlevel", 1)
+            .limit("8m")
+            .env("LIBHIP_LOG_LEVEL", value);
+        let r = sb.run(&["malloc:0:6m", "malloc:1:4m", "meminfo"]);
+        r.expect_clean_exit().expect_ok(0).expect_oom(1);
+        assert_eq!(
+            r.stdout, "0 malloc 0 1\n1 malloc 2 0\n2 meminfo 0 2097152 8388608\n",
+            "LIBHIP_LOG_LEVEL={value:?}\n{r}"
+        );
+        let complaints: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.contains("LIBHIP_LOG_LEVEL"))
+            .collect();
+        assert_eq!(
+            complaints.len(),
+            1,
+            "LIBHIP_LOG_LEVEL={value:?}: one line about it\n{r}"
+        );
+        assert!(
+            complaints[0].contains(value),
+            "{:?} must quote {value:?}",
+            complaints[0]
+        );
+    }
+}
