@@ -241,6 +241,17 @@ pub unsafe extern "C" fn la_symbind64(
     if runtime == 0 || defcook as usize != runtime || refcook as usize == runtime {
         return real;
     }
+    if STARTED.load(Ordering::Acquire) != 0 && !refcook.is_null() {
+        // An object loaded by dlopen binds to HIP: whether during its own relocation (bind-now,
+        // after its GLOB_DAT slots were filled) or at its first PLT call, its GOT-only slots are
+        // relocated now, so patch them without waiting for the next loader event.
+        // SAFETY: `refcook` is the referencing object's cookie slot; glibc initialises it to
+        // the object's link map and this module never changes it.
+        let map = unsafe { *refcook } as *mut LinkMap;
+        // SAFETY: the referencing object is live (it is being bound) and relocated as far as
+        // its data relocations go (see above); a slot still 0 is left for later.
+        unsafe { crate::got::patch_object(map, map == MAIN_MAP.load(Ordering::Acquire)) };
+    }
     // SAFETY: the loader passes the symbol's NUL-terminated name.
     match unsafe { symbols::find_c(symname) } {
         Some(wrapped) => {

@@ -9,11 +9,14 @@
 //! the wrapper's address.
 //!
 //! When: at `la_preinit` (all start-up objects are relocated then) and, after it, at every
-//! later namespace event (`la_activity` ADD and CONSISTENT). glibc reports a `dlopen`'s
-//! `LA_ACT_CONSISTENT` *before* relocating the new objects (seen on 2.36), so an object whose
-//! wrapped slots still hold 0 stays pending and is patched at the next event (the next
-//! `dlopen` or `dlclose`): until then, its GOT-only calls reach the runtime unwrapped. A slot
-//! that holds anything but a real wrapped function is left alone, never guessed at.
+//! later namespace event (`la_activity` ADD and CONSISTENT) and whenever an object binds to
+//! the runtime through `la_symbind64`. glibc reports a `dlopen`'s `LA_ACT_CONSISTENT` *before*
+//! relocating the new objects (seen on 2.36), so an object whose wrapped slots still hold 0
+//! stays pending; it is patched at its first PLT binding to HIP (during its relocation when
+//! bound now — data relocations precede PLT ones — or at its first PLT call otherwise), or at
+//! the next namespace event. An object that reaches HIP *only* through its GOT (`-fno-plt`)
+//! runs unwrapped until that next event. A slot that holds anything but a real wrapped
+//! function is left alone, never guessed at.
 //!
 //! Runs inside loader callbacks: no allocation, no lock, no logging. An object is patched
 //! once; a fixed table remembers which (past its capacity objects are re-scanned, which is

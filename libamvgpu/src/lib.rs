@@ -92,8 +92,9 @@
 //!
 //! # Known limits
 //!
-//! - GOT-only bindings of an object loaded by `dlopen` are patched at the next loader event
-//!   (glibc reports the `dlopen` before relocating it); PLT calls are wrapped immediately.
+//! - GOT-only bindings of an object loaded by `dlopen` are patched at its first PLT binding to
+//!   HIP or at the next loader event (glibc reports the `dlopen` before relocating it); an
+//!   object that calls HIP *only* through its GOT (`-fno-plt`) runs unwrapped until then.
 //! - A stream the hook did not see created (before the first wrapped call, or by an unwrapped
 //!   door) is taken to run on the current device unless the runtime exports
 //!   `hipStreamGetDevice`; synchronising such a stream leaves its device's cached pool blocks
