@@ -3,7 +3,10 @@
 //! Every test describes a HIP workload as a list of `hipdrive` steps (see
 //! `fixtures/hipdrive.c`), runs it under `LD_AUDIT=<abs>/libamvgpu.so` against the simulated
 //! runtime, and asserts on the per-step result lines and on the simulator's own bookkeeping
-//! (`hipsimGetUsage`, printed by the `usage:D` step). Each [`Sandbox`] owns a fresh temporary
+//! (`hipsimGetUsage`, printed by the `usage:D` step). Fixtures are compiled through `testkit`,
+//! which also builds the hook and the simulator fresh; the processes themselves are started
+//! here, because the tests need what a plain run does not give: the pid (log prefix), SIGKILL
+//! at a chosen moment, lock-step stdin, another user id. Each [`Sandbox`] owns a fresh temporary
 //! directory holding the ledger file and the simulator's shared state, so tests never see each
 //! other and never touch the default `/tmp/amvgpu/<uid>/ledger`.
 #![allow(dead_code)] // each test binary uses a different part of the harness
@@ -155,10 +158,6 @@ impl Sandbox {
     pub fn env(mut self, key: &str, value: &str) -> Sandbox {
         self.env.insert(key.to_string(), value.to_string());
         self
-    }
-
-    pub fn set_env(&mut self, key: &str, value: &str) {
-        self.env.insert(key.to_string(), value.to_string());
     }
 
     pub fn remove_env(mut self, key: &str) -> Sandbox {
@@ -603,9 +602,4 @@ pub fn write_file(path: &Path, bytes: &[u8]) {
     }
     let mut f = std::fs::File::create(path).expect("create file");
     f.write_all(bytes).expect("write file");
-}
-
-/// Size strings for steps.
-pub fn sz(bytes: u64) -> String {
-    bytes.to_string()
 }
