@@ -130,6 +130,25 @@ impl<E: Env> Core<'_, E> {
         }
     }
 
+    /// Like `sum`, but without slots being reclaimed: their owner is known
+    /// dead, so their bytes are not real any more. Used on the slow path so a
+    /// reclaimer stalled mid-way cannot cause refusals. Safe because the state
+    /// is read (SeqCst) before the counters: a slot skipped as RECLAIMING can
+    /// only gain a new owner (SeqCst claim CAS after the SeqCst FREE store)
+    /// later in the total order than this load, hence after our own add, and
+    /// that owner's sum then sees our add.
+    fn sum_live(&self, device: usize) -> Option<u64> {
+        let high = (self.header.slot_high_water.load(SeqCst) as usize).min(self.slots.len());
+        let mut total: u64 = 0;
+        for slot in &self.slots[..high] {
+            if state::status(slot.state.load(SeqCst)) == state::RECLAIMING {
+                continue;
+            }
+            total = total.checked_add(slot.used[device].load(SeqCst))?;
+        }
+        Some(total)
+    }
+
     pub fn container_usage(&self, device: u32) -> u64 {
         self.settle();
         let device = device as usize;
@@ -189,14 +208,23 @@ impl<E: Env> Core<'_, E> {
         let used = &slot.used[d];
         let mut reclaimed = false;
         let mut usage_without = 0;
-        for _ in 0..RESERVE_ATTEMPTS {
+        for attempt in 0..RESERVE_ATTEMPTS {
+            // The first attempt (the hot path) counts every slot; retries skip
+            // slots that are being reclaimed.
+            let sum = |d| {
+                if attempt == 0 {
+                    self.sum(d)
+                } else {
+                    self.sum_live(d)
+                }
+            };
             // Publish the request first (SeqCst RMW), then look. Checked so the
             // slot never wraps to a small value another reserver would trust.
             let Ok(before) = used.fetch_update(SeqCst, SeqCst, |u| u.checked_add(bytes)) else {
                 return Err(refused(u64::MAX));
             };
             store_load_order();
-            if let Some(total) = self.sum(d).filter(|&total| total <= limit) {
+            if let Some(total) = sum(d).filter(|&total| total <= limit) {
                 self.note_peaks(slot, d, before + bytes, total);
                 return Ok(());
             }
@@ -205,7 +233,7 @@ impl<E: Env> Core<'_, E> {
             // concurrently must not make the slot wrap.
             let _ = used.fetch_update(SeqCst, SeqCst, |u| Some(u.saturating_sub(bytes)));
             store_load_order();
-            let without = self.sum(d);
+            let without = self.sum_live(d);
             usage_without = without.unwrap_or(u64::MAX);
             let fits = without
                 .and_then(|u| u.checked_add(bytes))
@@ -276,7 +304,7 @@ impl<E: Env> Core<'_, E> {
         if self.local_only {
             self.reclaim_dead();
         }
-        for pass in 0..2 {
+        for _ in 0..RESERVE_ATTEMPTS {
             for (index, slot) in self.slots.iter().enumerate() {
                 let word = slot.state.load(Acquire);
                 if state::status(word) != state::FREE {
@@ -284,11 +312,12 @@ impl<E: Env> Core<'_, E> {
                 }
                 let generation = state::generation(word) + 1;
                 let claiming = state::pack(state::CLAIMING, generation, pid);
-                // Acquire: the previous owner's (or reclaimer's) zeroing of
-                // `used`, which precedes its Release store of FREE, is visible.
+                // SeqCst (not just Acquire, which makes the previous owner's
+                // zeroing visible): `sum_live` relies on claims being ordered
+                // after its SeqCst read of RECLAIMING.
                 if slot
                     .state
-                    .compare_exchange(word, claiming, AcqRel, Relaxed)
+                    .compare_exchange(word, claiming, SeqCst, Relaxed)
                     .is_err()
                 {
                     continue;
@@ -325,9 +354,10 @@ impl<E: Env> Core<'_, E> {
                     }
                 };
             }
-            if pass == 0 && self.reclaim_dead() == 0 {
+            if self.reclaim_dead() == 0 && !self.reclaim_in_progress() {
                 break;
             }
+            spin_hint();
         }
         None
     }
@@ -344,10 +374,10 @@ impl<E: Env> Core<'_, E> {
         }
         slot.start_time.store(0, Relaxed);
         slot.claimed_unix_secs.store(0, Relaxed);
-        // Release: the zeroes above are visible to the next claimer, whose
-        // Acquire CAS reads this FREE word.
+        // Release (as part of SeqCst): the zeroes above are visible to the next
+        // claimer, whose CAS reads this FREE word; SeqCst for `sum_live`.
         slot.state
-            .store(state::pack(state::FREE, generation, 0), Release);
+            .store(state::pack(state::FREE, generation, 0), SeqCst);
     }
 
     /// Frees this process's slot (the `Ledger` is going away).
@@ -357,6 +387,14 @@ impl<E: Env> Core<'_, E> {
             self.me.mine.store(0, Release);
             self.free_slot(index, state::generation(word));
         }
+    }
+
+    /// Whether some slot is being reclaimed by another process right now.
+    fn reclaim_in_progress(&self) -> bool {
+        let high = (self.header.slot_high_water.load(SeqCst) as usize).min(self.slots.len());
+        self.slots[..high]
+            .iter()
+            .any(|slot| state::status(slot.state.load(Acquire)) == state::RECLAIMING)
     }
 
     /// Returns dead processes' slots to FREE; the number reclaimed.
@@ -399,7 +437,7 @@ impl<E: Env> Core<'_, E> {
             // freed and claimed again (even by a recycled pid) since we looked.
             if slot
                 .state
-                .compare_exchange(word, reclaiming, AcqRel, Relaxed)
+                .compare_exchange(word, reclaiming, SeqCst, Relaxed)
                 .is_ok()
             {
                 self.free_slot(index, generation);

@@ -53,8 +53,11 @@
 //! 3. sum `used[d]` over all slots; if the sum is `<= limit`, admit;
 //! 4. otherwise subtract `bytes` again and re-sum. If the request would fit
 //!    in that sum, others' in-flight requests were in the way: retry (at most
-//!    16 attempts). If not, reclaim dead processes' slots once and retry if
-//!    any were freed; else refuse, reporting the usage without the request.
+//!    16 attempts). If not, reclaim dead processes' slots once and retry;
+//!    if it still does not fit, refuse, reporting the usage without it.
+//!    Retries skip slots another process is reclaiming at that moment (their
+//!    owner is known dead), so a reclaimer stalled mid-way cannot cause a
+//!    refusal; the first, hot attempt counts every slot.
 //!
 //! Why it never overshoots: steps 2 and 3 are SeqCst, so all the adds and
 //! sums fall in one total order. Take any set of admitted reservations held at
@@ -88,13 +91,15 @@
 //!   plain loads, so this costs nothing extra).
 //! * `release`: Release RMW. A reserver that does not yet see a release only
 //!   refuses; it can never over-admit.
-//! * Slot claim: CAS FREE->CLAIMING (AcqRel: acquires the previous owner's
-//!   zeroing), write start time, raise `slot_high_water` (SeqCst, before any
+//! * Slot claim: CAS FREE->CLAIMING (SeqCst: acquires the previous owner's
+//!   zeroing, and is ordered after any retry's SeqCst read of RECLAIMING, so
+//!   a skipped slot cannot hide a newer owner), write start time, raise
+//!   `slot_high_water` (SeqCst, before any
 //!   add to the slot, so any reserver that could miss the slot's first add
 //!   is ordered before it), then store LIVE (Release: a reclaimer that sees
 //!   LIVE sees the start time).
-//! * Reclaim: CAS LIVE(pid, gen)->RECLAIMING(me, gen) (AcqRel), zero `used`
-//!   (SeqCst), store FREE (Release). The generation makes the CAS fail if the
+//! * Reclaim: CAS LIVE(pid, gen)->RECLAIMING(me, gen), zero `used`, store
+//!   FREE, all SeqCst (off the hot path; FREE must be Release at least). The generation makes the CAS fail if the
 //!   slot changed hands since it was inspected, even to a recycled pid.
 //! * Peaks and limits: Relaxed; statistics ordered against nothing.
 //! * The per-process slot word: Acquire load / AcqRel publication, so a

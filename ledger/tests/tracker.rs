@@ -157,3 +157,26 @@ fn eight_threads_hammering_lose_and_duplicate_nothing() {
     assert_eq!(drained, kept);
     assert!(t.is_empty());
 }
+
+#[test]
+fn churn_through_never_repeated_addresses_refills_old_tombstones() {
+    // A runtime that never hands the same address out twice: inserts reuse
+    // the tombstones of earlier addresses (in any level), so the table stops
+    // growing instead of growing with every operation.
+    let t = Tracker::new();
+    let distinct = 1_000_000usize;
+    for i in 0..distinct {
+        t.insert(BASE + i * TWO_MIB, entry(i as u64, 0, 0)).unwrap();
+        if i >= 100 {
+            assert_eq!(
+                t.remove(BASE + (i - 100) * TWO_MIB).map(|e| e.bytes),
+                Some(i as u64 - 100)
+            );
+        }
+    }
+    assert_eq!(t.len(), 100);
+    let per_address = t.table_bytes() as f64 / distinct as f64;
+    println!("tracker: {} bytes after {distinct} distinct addresses, 100 live: {per_address:.1} bytes/address", t.table_bytes());
+    assert!(t.table_bytes() <= 1 << 20, "{} bytes", t.table_bytes());
+    assert!(per_address < 1.0, "{per_address}");
+}
