@@ -166,7 +166,7 @@ fn patch_loaded_objects() {
         };
         if !core::ptr::eq(object.l_ld, own_dynamic) && classify(path) == ObjectKind::Caller {
             // SAFETY: a live, relocated program object (see the callers).
-            unsafe { crate::got::patch_object(map, map == main) };
+            unsafe { crate::got::patch_object(map, map == main, false) };
         }
         map = object.l_next;
     }
@@ -248,9 +248,16 @@ pub unsafe extern "C" fn la_symbind64(
         // SAFETY: `refcook` is the referencing object's cookie slot; glibc initialises it to
         // the object's link map and this module never changes it.
         let map = unsafe { *refcook } as *mut LinkMap;
-        // SAFETY: the referencing object is live (it is being bound) and relocated as far as
-        // its data relocations go (see above); a slot still 0 is left for later.
-        unsafe { crate::got::patch_object(map, map == MAIN_MAP.load(Ordering::Acquire)) };
+        if !map.is_null() {
+            // SAFETY: the referencing object is live (it is being bound).
+            let relocating = unsafe { crate::got::relocation_in_progress(&*map) };
+            if let Some(relocating) = relocating {
+                let is_main = map == MAIN_MAP.load(Ordering::Acquire);
+                // SAFETY: live, and relocated as far as its data relocations go (see above);
+                // a slot still 0 is left for later.
+                unsafe { crate::got::patch_object(map, is_main, relocating) };
+            }
+        }
     }
     // SAFETY: the loader passes the symbol's NUL-terminated name.
     match unsafe { symbols::find_c(symname) } {

@@ -203,12 +203,13 @@ unsafe fn relro_range(map: &LinkMap, is_main: bool) -> Result<Option<(usize, usi
     }
 }
 
-/// Patches one object's relocations, once.
+/// Patches one object's relocations, once. `relocating` says the loader is still relocating
+/// the object (its data relocations are done, its PLT ones in progress).
 ///
 /// # Safety
-/// `map` must be a live, relocated link map of a program object (not the runtime, the loader
-/// or this module).
-pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool) {
+/// `map` must be a live link map of a program object (not the runtime, the loader or this
+/// module) whose data relocations are done.
+pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
     if map.is_null() || is_done(map as usize) {
         return;
     }
@@ -218,9 +219,17 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool) {
     if map.l_ld.is_null() {
         return;
     }
-    // SAFETY: caller guarantee (live object).
-    let Ok(relro) = (unsafe { relro_range(map, is_main) }) else {
-        return;
+    // While the loader is still relocating the object its RELRO segment is writable (the loader
+    // protects it afterwards), so slots are written directly; making a page read-only now
+    // would fault the loader's own remaining writes.
+    let relro = if relocating {
+        None
+    } else {
+        // SAFETY: caller guarantee (live object).
+        match unsafe { relro_range(map, is_main) } {
+            Ok(relro) => relro,
+            Err(()) => return,
+        }
     };
     let base = map.l_addr;
     let absolute = |ptr: u64| {
@@ -294,6 +303,50 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool) {
     if !unrelocated {
         mark_done(map_addr);
     }
+}
+
+/// Whether the loader is still relocating `map`, judged by its last PLT slot: the loader
+/// fills PLT slots in order, and a filled slot (lazy stub or bound address) lies above the
+/// load bias while an untouched one holds its small link-time value. `None` when this cannot
+/// be told (an object loaded at bias 0).
+///
+/// # Safety
+/// `map` must be a live link map.
+pub unsafe fn relocation_in_progress(map: &LinkMap) -> Option<bool> {
+    if map.l_ld.is_null() {
+        return None;
+    }
+    let base = map.l_addr;
+    if base == 0 {
+        return None;
+    }
+    let (mut jmprel, mut pltrelsz) = (0usize, 0usize);
+    let mut entry = map.l_ld as *const Elf64Dyn;
+    loop {
+        // SAFETY: the dynamic array is DT_NULL-terminated and mapped (caller guarantee).
+        let (tag, val) = unsafe { ((*entry).d_tag, (*entry).d_val) };
+        match tag {
+            DT_NULL => break,
+            DT_JMPREL => jmprel = val as usize,
+            DT_PLTRELSZ => pltrelsz = val as usize,
+            _ => {}
+        }
+        // SAFETY: not yet past DT_NULL.
+        entry = unsafe { entry.add(1) };
+    }
+    let count = pltrelsz / core::mem::size_of::<Elf64Rela>();
+    if jmprel == 0 || count == 0 {
+        // No PLT: the binding came from dlsym in running (relocated) code.
+        return Some(false);
+    }
+    if jmprel < base {
+        jmprel = base.wrapping_add(jmprel);
+    }
+    // SAFETY: the last entry of the DT_PLTRELSZ-byte table.
+    let last = unsafe { &*(jmprel as *const Elf64Rela).add(count - 1) };
+    let slot = base.wrapping_add(last.r_offset as usize) as *const usize;
+    // SAFETY: r_offset names a pointer-sized slot inside the object's mapping.
+    Some(unsafe { slot.read_volatile() } < base)
 }
 
 /// Writes one slot, lifting RELRO protection around the write if the slot is in it.
