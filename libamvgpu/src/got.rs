@@ -203,6 +203,35 @@ unsafe fn relro_range(map: &LinkMap, is_main: bool) -> Result<Option<(usize, usi
     }
 }
 
+/// The process id of the thread patching, 0 when none. A try-lock, never waited on: loader
+/// callbacks must not block. A fork child that inherits it held (the patching thread does not
+/// exist there) sees a foreign pid and takes it over.
+static PATCHING: AtomicUsize = AtomicUsize::new(0);
+
+/// Holds `PATCHING` until dropped.
+struct Patching;
+
+impl Patching {
+    fn begin() -> Option<Patching> {
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() } as usize;
+        match PATCHING.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Some(Patching),
+            Err(holder) if holder != me => PATCHING
+                .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                .ok()
+                .map(|_| Patching),
+            Err(_) => None,
+        }
+    }
+}
+
+impl Drop for Patching {
+    fn drop(&mut self) {
+        PATCHING.store(0, Ordering::Release);
+    }
+}
+
 /// Patches one object's relocations, once. `relocating` says the loader is still relocating
 /// the object (its data relocations are done, its PLT ones in progress).
 ///
@@ -213,6 +242,12 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
     if map.is_null() || is_done(map as usize) {
         return;
     }
+    let Some(_patching) = Patching::begin() else {
+        // Another thread is patching: two threads lifting and restoring the protection of one
+        // RELRO page would fault each other's writes. This object is retried at its next
+        // binding or loader event.
+        return;
+    };
     let map_addr = map as usize;
     // SAFETY: caller guarantee.
     let map = unsafe { &*map };
