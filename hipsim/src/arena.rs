@@ -16,8 +16,9 @@
 //!
 //! The arena never decides out-of-memory: the device counters are charged before it is asked,
 //! and whenever it cannot serve a block (region exhausted or fragmented, reservation refused by
-//! the kernel) the caller maps the block on its own as before. So out-of-memory happens at
-//! exactly the same points as without the arena.
+//! the kernel, or not attempted because `RLIMIT_AS` caps the address space) the caller maps the
+//! block on its own as before. So out-of-memory happens at exactly the same points as without
+//! the arena.
 
 use crate::memory;
 use hip_sys::sim::{LARGE_ALLOCATION_ALIGNMENT, MALLOC_GRANULARITY};
@@ -141,6 +142,9 @@ impl Arena {
 
 impl Regions {
     fn reserve(vram: usize) -> Option<Regions> {
+        if memory::address_space_is_limited() {
+            return None;
+        }
         let small_len =
             hip_sys::sim::round_up(vram, LARGE_ALLOCATION_ALIGNMENT)?.min(SMALL_REGION_CAP);
         // Big blocks round up to 2 MiB units, at worst doubling their footprint.

@@ -72,6 +72,19 @@ pub fn map_reservation(bytes: usize) -> Option<usize> {
     Some(addr)
 }
 
+/// Whether the process's address space is capped (`RLIMIT_AS`, e.g. `ulimit -v`): then an arena
+/// reservation of several times the VRAM would eat the budget that the program's own
+/// allocations, and device allocations mapped one by one, are entitled to.
+pub fn address_space_is_limited() -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit for the duration of the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) };
+    rc != 0 || limit.rlim_cur != libc::RLIM_INFINITY
+}
+
 /// Drops the resident pages of `[addr, addr + bytes)` (they read as zeroes afterwards) while
 /// keeping the address space mapped.
 pub fn discard(addr: usize, bytes: usize) {

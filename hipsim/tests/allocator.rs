@@ -12,3 +12,10 @@ fn churn_keeps_blocks_aligned_disjoint_intact_and_accounted() {
         .unwrap();
     f.run().env("HIPSIM_VRAM", "64m").output().assert_success();
 }
+
+#[test]
+fn an_address_space_limit_is_not_eaten_by_a_reservation() {
+    let path = format!("{}/tests/fixtures/aslimit.c", env!("CARGO_MANIFEST_DIR"));
+    let f = Fixture::from_path(path).compile().unwrap();
+    f.run().env("HIPSIM_VRAM", "2g").output().assert_success();
+}
