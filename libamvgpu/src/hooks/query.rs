@@ -43,7 +43,7 @@ const SWEEP_INTERVAL_NS: u64 = 10_000_000;
 /// not under-reported meanwhile, a query that sees others' usage sweeps at most every 10 ms.
 fn container_usage(state: &State, device: u32) -> u64 {
     let usage = state.ledger.container_usage(device);
-    if usage <= state.ledger.process_usage(device) {
+    if usage == 0 || usage <= state.ledger.process_usage(device) {
         return usage;
     }
     let mut now = libc::timespec {
