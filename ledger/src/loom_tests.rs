@@ -252,3 +252,25 @@ fn loom_reclaim_never_wipes_a_recycled_pids_new_slot() {
         assert_eq!(reborn.container_usage(0), 50);
     });
 }
+
+#[test]
+fn loom_tracker_insert_into_an_older_levels_tombstone_races_a_remove() {
+    model(|| {
+        let tracker = Arc::new(Tracker::new());
+        // Level 0 has two buckets: the second insert opens level 1, and
+        // removing the first leaves a tombstone in level 0 for reuse.
+        tracker.insert(0x10_0000, entry(1)).unwrap();
+        tracker.insert(0x20_0000, entry(2)).unwrap();
+        assert_eq!(tracker.remove(0x10_0000), Some(entry(1)));
+        let t = tracker.clone();
+        let other = thread::spawn(move || (t.get(0x20_0000), t.remove(0x20_0000)));
+        tracker.insert(0x30_0000, entry(3)).unwrap();
+        tracker.insert(0x40_0000, entry(4)).unwrap();
+        let (seen, removed) = other.join().unwrap();
+        assert_eq!(seen, Some(entry(2)));
+        assert_eq!(removed, Some(entry(2)));
+        assert_eq!(tracker.get(0x30_0000), Some(entry(3)));
+        assert_eq!(tracker.get(0x40_0000), Some(entry(4)));
+        assert_eq!(tracker.len(), 2);
+    });
+}

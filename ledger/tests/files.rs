@@ -271,7 +271,20 @@ fn read_only_file_is_refused_for_accounting_but_readable_for_status() {
     if unsafe { libc::geteuid() } == 0 {
         // Root ignores permission bits: check as an unprivileged user, the
         // situation a container with a ledger made by another user is in.
+        // The build directory may not be reachable for that user: run a copy
+        // of this test binary from the scratch directory.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.join("test-binary");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut cmd = spawn_child("read-only", &[("LEDGER", path.display().to_string())]);
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_os_string()).collect();
+        let envs: Vec<_> = cmd
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
+            .collect();
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(args).envs(envs).current_dir(&dir);
         std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
         std::os::unix::process::CommandExt::gid(&mut cmd, 65534);
         let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
