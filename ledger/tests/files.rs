@@ -277,7 +277,7 @@ fn read_only_file_is_refused_for_accounting_but_readable_for_status() {
         let exe = dir.join("test-binary");
         std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut cmd = spawn_child("read-only", &[("LEDGER", path.display().to_string())]);
+        let cmd = spawn_child("read-only", &[("LEDGER", path.display().to_string())]);
         let args: Vec<_> = cmd.get_args().map(|a| a.to_os_string()).collect();
         let envs: Vec<_> = cmd
             .get_envs()
