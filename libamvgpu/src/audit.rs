@@ -206,6 +206,14 @@ pub unsafe extern "C" fn la_objclose(cookie: *mut usize) -> c_uint {
     if !cookie.is_null() {
         // SAFETY: the loader passes the object's cookie slot.
         crate::got::forget(unsafe { *cookie });
+        if RUNTIME_COOKIE
+            .compare_exchange(cookie as usize, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            // The runtime itself is unloaded: a later dlopen of it (at another address) must
+            // be recognised and looked up again.
+            symbols::forget_runtime();
+        }
     }
     0
 }

@@ -197,6 +197,15 @@ pub fn set_runtime(base: usize, dynamic: *mut crate::elf::Elf64Dyn) {
     HIP_DYNAMIC.store(dynamic, Ordering::Release);
 }
 
+/// Forgets the runtime (it is being unloaded): every real address is looked up afresh in
+/// whichever `libamdhip64` is loaded next (loader callback: stores only).
+pub fn forget_runtime() {
+    HIP_DYNAMIC.store(core::ptr::null_mut(), Ordering::Release);
+    for slot in &REAL {
+        slot.store(0, Ordering::Relaxed);
+    }
+}
+
 /// Records the real address of `sym` seen in a binding, unless one is already known
 /// (loader callback: one compare-exchange, no allocation).
 pub fn note_real(sym: Sym, addr: usize) {
