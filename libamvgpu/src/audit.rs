@@ -86,6 +86,42 @@ fn classify(path: &[u8]) -> ObjectKind {
     }
 }
 
+/// True when the object's `DT_SONAME` is `libamdhip64.so*`.
+///
+/// # Safety
+/// `map` must be a live link map whose dynamic section the loader has read.
+unsafe fn soname_is_runtime(map: &LinkMap) -> bool {
+    const DT_NULL: i64 = 0;
+    const DT_STRTAB: i64 = 5;
+    const DT_SONAME: i64 = 14;
+    if map.l_ld.is_null() {
+        return false;
+    }
+    let (mut strtab, mut soname) = (0usize, None);
+    let mut entry = map.l_ld as *const crate::elf::Elf64Dyn;
+    loop {
+        // SAFETY: the dynamic array is DT_NULL-terminated and mapped (caller guarantee).
+        let (tag, val) = unsafe { ((*entry).d_tag, (*entry).d_val) };
+        match tag {
+            DT_NULL => break,
+            DT_STRTAB => strtab = val as usize,
+            DT_SONAME => soname = Some(val as usize),
+            _ => {}
+        }
+        // SAFETY: not yet past DT_NULL.
+        entry = unsafe { entry.add(1) };
+    }
+    let (Some(offset), true) = (soname, strtab != 0) else {
+        return false;
+    };
+    if strtab < map.l_addr {
+        strtab = map.l_addr.wrapping_add(strtab);
+    }
+    // SAFETY: DT_SONAME is an offset of a NUL-terminated string in the string table.
+    let name = unsafe { core::ffi::CStr::from_ptr((strtab + offset) as *const c_char) };
+    name.to_bytes().starts_with(b"libamdhip64.so")
+}
+
 /// Handshake: accept every loader from glibc 2.17 on, never claiming more than it offers.
 #[no_mangle]
 pub extern "C" fn la_version(version: c_uint) -> c_uint {
@@ -129,7 +165,13 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: i64, cookie: *mut u
             Ordering::Relaxed,
         );
     }
-    match classify(path) {
+    let mut kind = classify(path);
+    // SAFETY: the loader has read the object's dynamic section before la_objopen.
+    if kind == ObjectKind::Caller && unsafe { soname_is_runtime(map_ref) } {
+        // Opened under another name (e.g. a symlink `libhip.so`) but it is the runtime.
+        kind = ObjectKind::Runtime;
+    }
+    match kind {
         ObjectKind::Runtime => {
             if RUNTIME_COOKIE
                 .compare_exchange(0, cookie as usize, Ordering::AcqRel, Ordering::Relaxed)
