@@ -10,9 +10,8 @@
 //! - `audit` (loader entry points, the only exports: `la_version`, `la_objopen`,
 //!   `la_symbind64`, `la_preinit`, `la_activity`, `la_objclose`; see `symbols.txt`).
 //!   `la_objopen` flags `libamdhip64.so*` (by file name or `DT_SONAME`) as BINDTO and every
-//!   other object except the loader
-//!   and this module as BINDFROM, so the program's bindings to HIP are audited and the
-//!   runtime's calls to itself are not. `la_symbind64` finds the name in a compile-time hash
+//!   other object except the loader and this module as BINDFROM, so the program's bindings
+//!   to HIP are audited and the runtime's calls to itself are not. `la_symbind64` finds the name in a compile-time hash
 //!   table (`symbols`) and returns the wrapper's address; PLT bindings and `dlsym` lookups
 //!   (`LA_SYMB_DLSYM`) alike. Bindings that never reach `la_symbind64` (address-taken
 //!   functions, weak-symbol tests, `-fno-plt`, `-z now` on glibc < 2.35) are GLOB_DAT/JUMP_SLOT
