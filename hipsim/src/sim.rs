@@ -359,9 +359,29 @@ impl Sim {
         device: usize,
         bytes: usize,
     ) -> Result<usize, hipError_t> {
-        if !self.usage.reserve(device, bytes as u64) {
-            return Err(hipErrorOutOfMemory);
+        self.charge(device, bytes)?;
+        self.place_charged(reg, device, bytes)
+    }
+
+    /// The first half of [`Sim::take_device_memory`], which hot doors call before locking the
+    /// registry: the device counter is shared by every thread (and process), and updating it
+    /// under the lock would make threads queue for both.
+    pub fn charge(&self, device: usize, bytes: usize) -> Result<(), hipError_t> {
+        if self.usage.reserve(device, bytes as u64) {
+            Ok(())
+        } else {
+            Err(hipErrorOutOfMemory)
         }
+    }
+
+    /// The second half of [`Sim::take_device_memory`]: memory for `bytes` already charged,
+    /// uncharged again if none can be found.
+    pub fn place_charged(
+        &self,
+        reg: &mut Registry,
+        device: usize,
+        bytes: usize,
+    ) -> Result<usize, hipError_t> {
         match reg.arenas[device]
             .take(bytes)
             .or_else(|| memory::map_device(bytes))
@@ -382,10 +402,16 @@ impl Sim {
         addr: usize,
         bytes: usize,
     ) {
+        Self::unplace(reg, device, addr, bytes);
+        self.usage.release(device, bytes as u64);
+    }
+
+    /// Returns memory without uncharging it; the caller releases the charge (after unlocking
+    /// the registry, see [`Sim::charge`]).
+    pub fn unplace(reg: &mut Registry, device: usize, addr: usize, bytes: usize) {
         if !reg.arenas[device].give_back(addr, bytes) {
             memory::unmap(addr, bytes);
         }
-        self.usage.release(device, bytes as u64);
     }
 }
 

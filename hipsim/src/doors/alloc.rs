@@ -20,8 +20,9 @@ pub fn malloc(sim: &Sim, ptr: Out<*mut c_void>, size: usize) -> HipResult {
         return Ok(());
     }
     let bytes = linear_bytes(size).ok_or(hipErrorOutOfMemory)?;
+    sim.charge(device, bytes)?;
     let mut reg = sim.registry();
-    let addr = sim.take_device_memory(&mut reg, device, bytes)?;
+    let addr = sim.place_charged(&mut reg, device, bytes)?;
     reg.allocs.insert(
         addr,
         Alloc {

@@ -24,7 +24,9 @@ pub fn free(sim: &Sim, ptr: *mut c_void) -> Result<(), hipError_t> {
             crate::memory::unmap(ptr as usize, alloc.bytes);
         }
         AllocKind::Linear | AllocKind::Pool(_) => {
-            sim.give_back_device_memory(&mut reg, alloc.device, ptr as usize, alloc.bytes);
+            Sim::unplace(&mut reg, alloc.device, ptr as usize, alloc.bytes);
+            drop(reg);
+            sim.usage.release(alloc.device, alloc.bytes as u64);
         }
     }
     Ok(())
