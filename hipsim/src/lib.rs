@@ -69,7 +69,8 @@
 //!   `mmap`/`munmap` pair, each process reserves per device, at its first allocation there, one
 //!   stretch of address space (`VRAM` for blocks under 2 MiB plus `2 x VRAM` for bigger ones,
 //!   capped at 256 GiB + 512 GiB; not at all when `RLIMIT_AS` is set, e.g. by `ulimit -v`,
-//!   whose budget it would eat) and carves allocations, arrays and pool blocks from it.
+//!   whose budget it would eat) and carves allocations, arrays and pool blocks from it
+//!   (managed memory, never charged to a device, keeps one mapping per allocation).
 //!   Consequences a hook must live with, as with the real runtime:
 //!   - **Addresses are reused.** A freed block under 2 MiB is handed out again to the next
 //!     allocation of the same rounded size (most recently freed first); freed bigger blocks
