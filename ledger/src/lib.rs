@@ -68,7 +68,14 @@
 //! processes. Of two requests that race for the last room at least one
 //! succeeds: each withdrawal precedes its re-sum, so they cannot both still
 //! see the other (checked by the loom tests). A refusal can be spurious only
-//! while other requests keep racing at the limit for 16 rounds.
+//! while other requests keep racing at the limit for 16 rounds. Retries that
+//! skip a RECLAIMING slot keep the argument: that slot can only gain a new
+//! owner after the skip in the total order, so the new owner's add comes
+//! after ours and its own sum sees us.
+//!
+//! The pointer map ([`Tracker`]) is described on its type: open addressing
+//! over levels that are added, never rehashed; a per-bucket generation makes
+//! every read and remove ABA-safe; 24 bytes per bucket.
 //!
 //! The price: a reader of the raw sum ([`Ledger::container_usage`], the
 //! snapshot) may, for an instant, include a request that is about to be
@@ -99,8 +106,9 @@
 //!   is ordered before it), then store LIVE (Release: a reclaimer that sees
 //!   LIVE sees the start time).
 //! * Reclaim: CAS LIVE(pid, gen)->RECLAIMING(me, gen), zero `used`, store
-//!   FREE, all SeqCst (off the hot path; FREE must be Release at least). The generation makes the CAS fail if the
-//!   slot changed hands since it was inspected, even to a recycled pid.
+//!   FREE, all SeqCst (off the hot path; FREE needs Release at least). The
+//!   generation makes the CAS fail if the slot changed hands since it was
+//!   inspected, even to a recycled pid.
 //! * Peaks and limits: Relaxed; statistics ordered against nothing.
 //! * The per-process slot word: Acquire load / AcqRel publication, so a
 //!   thread sees the slot its sibling initialised.
@@ -119,8 +127,8 @@
 //! `/proc/<pid>` is gone or a zombie, or its start time differs (recycled
 //! pid; this includes a slot carrying *our own* pid but another start time,
 //! left by an earlier process that the same pid was recycled from). Reclaim
-//! happens before any refusal and when no slot is free. A
-//! reclaimer killed mid-way leaves RECLAIMING with its own pid, which the
+//! happens before any refusal, when no slot is free, and on
+//! [`Ledger::reclaim_dead`]. A reclaimer killed mid-way leaves RECLAIMING with its own pid, which the
 //! next reclaimer detects and finishes (zeroing is idempotent). Races: two
 //! reclaimers of one slot: the CAS picks one. A slot freed and re-claimed
 //! while a reclaimer looked: generation mismatch, CAS fails. A dead claimer

@@ -1,49 +1,4 @@
-//! `Tracker`: a lock-free map from allocation pointer (or handle) to what was
-//! reserved for it, so a free can release exactly those bytes.
-//!
-//! # Design
-//!
-//! Open addressing with linear probing over *levels*: level `i` holds
-//! `LEVEL0 << i` buckets of 24 bytes, mapped (anonymous, zero-filled) when
-//! first needed. New entries go to the newest level; once half its buckets
-//! have ever been used, the next (twice as large) level is added. Nothing is
-//! ever rehashed or moved, so no operation waits for another: a lookup simply
-//! probes every level, newest first. Levels are only unmapped by `Drop`.
-//!
-//! A bucket is `{ meta, key, bytes }`. `meta` holds a two-bit state (EMPTY,
-//! CLAIMING, PRESENT, VACANT), the entry's device and door, and a 22-bit
-//! generation bumped on every claim. It works like a seqlock: a writer first
-//! CASes `meta` to CLAIMING (gaining exclusive use of `key`/`bytes`), writes
-//! them with Release, then publishes PRESENT with Release. A reader loads
-//! `meta` (Acquire), then `key`/`bytes` (Acquire), then `meta` again; equal
-//! words mean the key and bytes belong to that generation. `remove` turns
-//! PRESENT into VACANT with a CAS against the word it read, so it can only
-//! take the entry it inspected: a bucket recycled for another key meanwhile
-//! has another generation and the CAS fails. VACANT buckets (tombstones) keep
-//! probe chains intact and are reused by later inserts; EMPTY ends a chain.
-//! A new entry may thus land in an older level; lookups probe all levels, so
-//! it is found wherever it is.
-//!
-//! # Semantics worth knowing
-//!
-//! * Inserting a key that is present replaces its entry; `insert_or_replace`
-//!   returns the old one (its bytes were never released: the runtime handed
-//!   the same pointer out again, so a free went unseen). Two threads
-//!   inserting the same key at the same instant may both succeed, leaving two
-//!   entries that two removes take one by one.
-//! * An operation racing a `remove` of the same key (a use-after-free or
-//!   double free in the program) sees the entry either fully present or gone.
-//! * `len` and `drain_device` scan every level: they are for tools and
-//!   `hipDeviceReset`, not the hot path.
-//! * Memory: at most 2x the buckets needed for the peak number of live
-//!   entries (~50 bytes per live entry at one million). An insert reuses the
-//!   first tombstone on its probe chain in *any* level before it takes a
-//!   never-used bucket, so churn through addresses that never repeat refills
-//!   old levels instead of growing the table (measured: 688 KiB after one
-//!   million distinct addresses with 100 live).
-//! * Fork: the memory is private, so a child starts with a copy of the
-//!   parent's entries. That is harmless: the child's ledger slot starts at
-//!   zero and releasing from an empty slot clamps at zero.
+//! `Tracker`: the pointer-to-reservation map (design on the type).
 
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
@@ -151,7 +106,52 @@ const _: () = assert!(core::mem::size_of::<Bucket>() == 24);
 #[repr(align(64))]
 struct Filled(AtomicUsize);
 
-/// Concurrent map from pointer/handle to `Entry`. See the module docs.
+/// `Tracker`: a lock-free map from allocation pointer (or handle) to what was
+/// reserved for it, so a free can release exactly those bytes.
+///
+/// # Design
+///
+/// Open addressing with linear probing over *levels*: level `i` holds
+/// `LEVEL0 << i` buckets of 24 bytes, mapped (anonymous, zero-filled) when
+/// first needed. New entries go to the newest level; once half its buckets
+/// have ever been used, the next (twice as large) level is added. Nothing is
+/// ever rehashed or moved, so no operation waits for another: a lookup simply
+/// probes every level, newest first. Levels are only unmapped by `Drop`.
+///
+/// A bucket is `{ meta, key, bytes }`. `meta` holds a two-bit state (EMPTY,
+/// CLAIMING, PRESENT, VACANT), the entry's device and door, and a 22-bit
+/// generation bumped on every claim. It works like a seqlock: a writer first
+/// CASes `meta` to CLAIMING (gaining exclusive use of `key`/`bytes`), writes
+/// them with Release, then publishes PRESENT with Release. A reader loads
+/// `meta` (Acquire), then `key`/`bytes` (Acquire), then `meta` again; equal
+/// words mean the key and bytes belong to that generation. `remove` turns
+/// PRESENT into VACANT with a CAS against the word it read, so it can only
+/// take the entry it inspected: a bucket recycled for another key meanwhile
+/// has another generation and the CAS fails. VACANT buckets (tombstones) keep
+/// probe chains intact and are reused by later inserts; EMPTY ends a chain.
+/// A new entry may thus land in an older level; lookups probe all levels, so
+/// it is found wherever it is.
+///
+/// # Semantics worth knowing
+///
+/// * Inserting a key that is present replaces its entry; `insert_or_replace`
+///   returns the old one (its bytes were never released: the runtime handed
+///   the same pointer out again, so a free went unseen). Two threads
+///   inserting the same key at the same instant may both succeed, leaving two
+///   entries that two removes take one by one.
+/// * An operation racing a `remove` of the same key (a use-after-free or
+///   double free in the program) sees the entry either fully present or gone.
+/// * `len` and `drain_device` scan every level: they are for tools and
+///   `hipDeviceReset`, not the hot path.
+/// * Memory: at most 2x the buckets needed for the peak number of live
+///   entries (~50 bytes per live entry at one million). An insert reuses the
+///   first tombstone on its probe chain in *any* level before it takes a
+///   never-used bucket, so churn through addresses that never repeat refills
+///   old levels instead of growing the table (measured: 688 KiB after one
+///   million distinct addresses with 100 live).
+/// * Fork: the memory is private, so a child starts with a copy of the
+///   parent's entries. That is harmless: the child's ledger slot starts at
+///   zero and releasing from an empty slot clamps at zero.
 pub struct Tracker {
     levels: [AtomicPtr<Bucket>; MAX_LEVELS],
     newest: AtomicUsize,

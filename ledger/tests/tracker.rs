@@ -180,3 +180,47 @@ fn churn_through_never_repeated_addresses_refills_old_tombstones() {
     assert!(t.table_bytes() <= 1 << 20, "{} bytes", t.table_bytes());
     assert!(per_address < 1.0, "{per_address}");
 }
+
+#[test]
+fn matches_a_hashmap_over_random_operations() {
+    use std::collections::HashMap;
+    let t = Tracker::new();
+    let mut model: HashMap<usize, Entry> = HashMap::new();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for step in 0..300_000u64 {
+        let r = rand();
+        // A key space large enough to open several levels and leave many
+        // tombstones, small enough that keys come back.
+        let key = BASE + (r as usize % 12_000) * TWO_MIB;
+        let e = entry(step, (r >> 20) as u32 % 4, (r >> 30) as u8);
+        match (r >> 40) % 8 {
+            0..=2 => assert_eq!(
+                t.insert_or_replace(key, e).unwrap(),
+                model.insert(key, e),
+                "step {step}"
+            ),
+            3..=5 => assert_eq!(t.remove(key), model.remove(&key), "step {step}"),
+            6 => assert_eq!(t.get(key), model.get(&key).copied(), "step {step}"),
+            _ if step % 1000 == 7 => {
+                let device = (r >> 50) as u32 % 4;
+                let mut drained = HashMap::new();
+                t.drain_device(device, |k, e| assert!(drained.insert(k, e).is_none()));
+                let expected: HashMap<_, _> = model
+                    .iter()
+                    .filter(|(_, e)| e.device == device)
+                    .map(|(k, e)| (*k, *e))
+                    .collect();
+                assert_eq!(drained, expected, "step {step}");
+                model.retain(|_, e| e.device != device);
+            }
+            _ if step % 500 == 0 => assert_eq!(t.len(), model.len(), "step {step}"),
+            _ => assert_eq!(t.get(key), model.get(&key).copied(), "step {step}"),
+        }
+    }
+}
