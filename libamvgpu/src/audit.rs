@@ -41,6 +41,12 @@ extern "C" {
 /// The cookie the loader gave `libamdhip64` (the address of its cookie slot), 0 until seen.
 static RUNTIME_COOKIE: AtomicUsize = AtomicUsize::new(0);
 
+/// The cookie of the base namespace's libc (for `getenv`, see [`crate::hooks::env`]).
+static LIBC_COOKIE: AtomicUsize = AtomicUsize::new(0);
+
+/// The cookie of `libhsa-runtime64` (for `hsa_queue_create`, see [`crate::hooks::hsa`]).
+static HSA_COOKIE: AtomicUsize = AtomicUsize::new(0);
+
 /// The main program's link map (the head of the base namespace's list), null until seen.
 static MAIN_MAP: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -68,6 +74,10 @@ enum ObjectKind {
     Runtime,
     /// The dynamic loader: it never calls HIP.
     Loader,
+    /// `libc.so*`: its `getenv` is answered for the pod's settings.
+    Libc,
+    /// `libhsa-runtime64.so*`: the HIP runtime's queues get the pod's priority.
+    Hsa,
     /// Anything else: the program and its libraries, whose HIP calls we want to see.
     Caller,
 }
@@ -81,21 +91,25 @@ fn classify(path: &[u8]) -> ObjectKind {
         ObjectKind::Runtime
     } else if base.starts_with(b"ld-linux") || base.starts_with(b"ld64.so") {
         ObjectKind::Loader
+    } else if base.starts_with(b"libc.so") {
+        ObjectKind::Libc
+    } else if base.starts_with(b"libhsa-runtime64.so") {
+        ObjectKind::Hsa
     } else {
         ObjectKind::Caller
     }
 }
 
-/// True when the object's `DT_SONAME` is `libamdhip64.so*`.
+/// The object's kind by its `DT_SONAME`, if that names the runtime or `libhsa-runtime64`.
 ///
 /// # Safety
 /// `map` must be a live link map whose dynamic section the loader has read.
-unsafe fn soname_is_runtime(map: &LinkMap) -> bool {
+unsafe fn kind_by_soname(map: &LinkMap) -> Option<ObjectKind> {
     const DT_NULL: i64 = 0;
     const DT_STRTAB: i64 = 5;
     const DT_SONAME: i64 = 14;
     if map.l_ld.is_null() {
-        return false;
+        return None;
     }
     let (mut strtab, mut soname) = (0usize, None);
     let mut entry = map.l_ld as *const crate::elf::Elf64Dyn;
@@ -112,14 +126,17 @@ unsafe fn soname_is_runtime(map: &LinkMap) -> bool {
         entry = unsafe { entry.add(1) };
     }
     let (Some(offset), true) = (soname, strtab != 0) else {
-        return false;
+        return None;
     };
     if strtab < map.l_addr {
         strtab = map.l_addr.wrapping_add(strtab);
     }
     // SAFETY: DT_SONAME is an offset of a NUL-terminated string in the string table.
     let name = unsafe { core::ffi::CStr::from_ptr((strtab + offset) as *const c_char) };
-    name.to_bytes().starts_with(b"libamdhip64.so")
+    match classify(name.to_bytes()) {
+        kind @ (ObjectKind::Runtime | ObjectKind::Hsa) => Some(kind),
+        _ => None,
+    }
 }
 
 /// Handshake: accept every loader from glibc 2.17 on, never claiming more than it offers.
@@ -166,10 +183,12 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: i64, cookie: *mut u
         );
     }
     let mut kind = classify(path);
-    // SAFETY: the loader has read the object's dynamic section before la_objopen.
-    if kind == ObjectKind::Caller && unsafe { soname_is_runtime(map_ref) } {
+    if kind == ObjectKind::Caller {
         // Opened under another name (e.g. a symlink `libhip.so`) but it is the runtime.
-        kind = ObjectKind::Runtime;
+        // SAFETY: the loader has read the object's dynamic section before la_objopen.
+        if let Some(by_soname) = unsafe { kind_by_soname(map_ref) } {
+            kind = by_soname;
+        }
     }
     match kind {
         ObjectKind::Runtime => {
@@ -179,10 +198,30 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: i64, cookie: *mut u
             {
                 symbols::set_runtime(map_ref.l_addr, map_ref.l_ld);
             }
-            // Not BINDFROM: the runtime's calls to its own exports stay unaudited and fast.
-            LA_FLG_BINDTO
+            // BINDFROM for its getenv and hsa_queue_create bindings; its calls to its own
+            // exports are audited too, but `la_symbind64` returns their real addresses.
+            LA_FLG_BINDTO | LA_FLG_BINDFROM
         }
         ObjectKind::Loader => 0,
+        ObjectKind::Libc if lmid == LM_ID_BASE => {
+            let _ = LIBC_COOKIE.compare_exchange(
+                0,
+                cookie as usize,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+            LA_FLG_BINDTO | LA_FLG_BINDFROM
+        }
+        ObjectKind::Hsa => {
+            if HSA_COOKIE
+                .compare_exchange(0, cookie as usize, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                crate::hooks::hsa::set_library(map_ref.l_addr, map_ref.l_ld);
+            }
+            LA_FLG_BINDTO | LA_FLG_BINDFROM
+        }
+        ObjectKind::Libc => LA_FLG_BINDFROM,
         ObjectKind::Caller => LA_FLG_BINDFROM,
     }
 }
@@ -248,6 +287,12 @@ pub unsafe extern "C" fn la_objclose(cookie: *mut usize) -> c_uint {
     if !cookie.is_null() {
         // SAFETY: the loader passes the object's cookie slot.
         crate::got::forget(unsafe { *cookie });
+        if HSA_COOKIE
+            .compare_exchange(cookie as usize, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            crate::hooks::hsa::forget_library();
+        }
         if RUNTIME_COOKIE
             .compare_exchange(cookie as usize, 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
@@ -288,7 +333,25 @@ pub unsafe extern "C" fn la_symbind64(
         let _ = LA_SYMB_DLSYM;
     }
     let runtime = RUNTIME_COOKIE.load(Ordering::Acquire);
-    if runtime == 0 || defcook as usize != runtime || refcook as usize == runtime {
+    let definer = defcook as usize;
+    if definer != 0 && definer == LIBC_COOKIE.load(Ordering::Relaxed) {
+        // SAFETY: the loader passes the symbol's NUL-terminated name.
+        return match unsafe { short_name(symname) } {
+            Some(name) => crate::hooks::env::bind_libc(name, real),
+            None => real,
+        };
+    }
+    if definer != 0 && definer == HSA_COOKIE.load(Ordering::Relaxed) {
+        if runtime == 0 || refcook as usize != runtime {
+            return real;
+        }
+        // SAFETY: as above.
+        return match unsafe { short_name(symname) } {
+            Some(name) => crate::hooks::hsa::bind(name, real),
+            None => real,
+        };
+    }
+    if runtime == 0 || definer != runtime || refcook as usize == runtime {
         return real;
     }
     if STARTED.load(Ordering::Acquire) != 0 && !refcook.is_null() {
@@ -319,6 +382,21 @@ pub unsafe extern "C" fn la_symbind64(
     }
 }
 
+/// The first bytes of a symbol name, if it is short enough to be one the hook answers
+/// (longer names are rejected after 32 bytes, without reading further).
+///
+/// # Safety
+/// `name` is NULL or NUL-terminated, and lives for `'a`.
+unsafe fn short_name<'a>(name: *const c_char) -> Option<&'a [u8]> {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: NUL-terminated (caller guarantee); the read stops at the NUL or 33 bytes.
+    let len = unsafe { crate::elf::bounded_strlen(name, 32) }?;
+    // SAFETY: the `len` bytes before the NUL are readable.
+    Some(unsafe { core::slice::from_raw_parts(name.cast::<u8>(), len) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,5 +423,14 @@ mod tests {
             ObjectKind::Caller
         );
         assert_eq!(classify(b"/x/notlibamdhip64.so"), ObjectKind::Caller);
+        assert_eq!(
+            classify(b"/lib/x86_64-linux-gnu/libc.so.6"),
+            ObjectKind::Libc
+        );
+        assert_eq!(
+            classify(b"/opt/rocm/lib/libhsa-runtime64.so.1"),
+            ObjectKind::Hsa
+        );
+        assert_eq!(classify(b"/x/libcuda.so"), ObjectKind::Caller);
     }
 }

@@ -72,6 +72,8 @@ pub fn format_line(
 }
 
 /// Writes one line at `level` if enabled.
+#[cold]
+#[inline(never)]
 pub fn emit(level: Level, args: fmt::Arguments<'_>) {
     if !enabled(level) {
         return;

@@ -98,6 +98,11 @@ unsafe fn linear(
 /// # Safety
 /// HIP's contract for `hipMalloc`.
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> hipError_t {
+    if super::env::oversubscribe() {
+        // HIP_OVERSUBSCRIBE: served from managed memory, counted like any allocation.
+        // SAFETY: same contract as hipMalloc; hipMemAttachGlobal is always a valid flag.
+        return unsafe { hipMallocManaged(ptr, size, hipMemAttachGlobal) };
+    }
     let real = real!(hipMalloc: hipMalloc_fn);
     let Some(active) = hook() else {
         // SAFETY: forwarding the caller's arguments unchanged to the real function.

@@ -8,7 +8,9 @@
 //! (query wrappers, which change nothing, read the state directly instead).
 
 pub mod alloc;
+pub mod env;
 pub mod free;
+pub mod hsa;
 pub mod lookup;
 pub mod query;
 pub mod stream;
@@ -87,6 +89,7 @@ pub(crate) fn missing(sym: Sym) -> hipError_t {
 }
 
 /// The calling thread's current device, as the runtime sees it.
+#[inline]
 pub(crate) fn current_device() -> Result<c_int, hipError_t> {
     let Some(addr) = symbols::real(Sym::hipGetDevice) else {
         return Err(missing(Sym::hipGetDevice));
@@ -143,6 +146,7 @@ pub(crate) struct Charge {
 }
 
 /// Reserves `bytes` on `device` under `limit`, logging a refusal.
+#[inline]
 pub(crate) fn reserve(state: &State, charge: &Charge, bytes: u64, limit: u64) -> bool {
     match state.ledger.reserve(charge.device as u32, bytes, limit) {
         Ok(()) => true,
@@ -154,6 +158,8 @@ pub(crate) fn reserve(state: &State, charge: &Charge, bytes: u64, limit: u64) ->
 }
 
 /// Logs that `charge` is answered with `hipErrorOutOfMemory`.
+#[cold]
+#[inline(never)]
 pub(crate) fn log_refusal(state: &State, charge: &Charge, refused: &amvgpu_ledger::Refused) {
     let why = if state.limits.get(charge.device) == crate::config::DeviceLimit::Invalid {
         " (the limit variable for this device is invalid, see the error logged at start)"
@@ -176,6 +182,7 @@ pub(crate) fn log_refusal(state: &State, charge: &Charge, refused: &amvgpu_ledge
 /// `result` reads back the key (pointer, array or handle) and the real size after success
 /// (`None`: nothing was allocated, e.g. a zero-sized pitched allocation); `undo` frees a
 /// successful allocation the hook must refuse after all.
+#[inline]
 pub(crate) fn allocate(
     state: &State,
     charge: Charge,
@@ -236,6 +243,7 @@ pub(crate) fn allocate(
 }
 
 /// Records a successful allocation of `bytes` (already reserved) under `key`.
+#[inline]
 pub(crate) fn track(
     state: &State,
     charge: &Charge,
@@ -269,6 +277,7 @@ pub(crate) fn track(
 /// Runs a free door for a tracked key: the entry is taken first (so a concurrent reuse of the
 /// address by the runtime cannot be confused with it), the real free runs, and the bytes are
 /// released only if it succeeded. Unknown keys pass through untouched.
+#[inline]
 pub(crate) fn free_tracked(
     state: &State,
     key: usize,
