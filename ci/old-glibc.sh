@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Proves the hook on an older glibc: Debian bullseye (glibc 2.31), where the loader does not
+# call la_symbind64 for bind-now objects (that came in 2.35), so only GOT patching holds
+# `-z now`, LD_BIND_NOW=1, `-fno-plt` and address-taken programs to the limit.
+#
+#   ci/old-glibc.sh [root-dir]     (run as root; default root: target/old-glibc/bullseye)
+#
+# 1. installs debootstrap if missing;
+# 2. debootstraps a minimal bullseye with gcc and libc6-dev into the root, once (a root that
+#    already answers `ldd --version` with 2.31 is reused; ~2 min and ~350 MB the first time);
+# 3. runs `cargo test -p libamvgpu --test compat old_glibc_root` with AMVGPU_OLD_GLIBC_ROOT set:
+#    the test copies libamvgpu.so into the root, compiles the fixtures and a stand-in runtime
+#    INSIDE the root with its own gcc (so they need nothing newer than glibc 2.31), and runs
+#    them under the root's own loader with `chroot`.
+# The simulator (hipsim) cannot be used there: it imports GLIBC_2.33/2.34 symbols.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root="${1:-target/old-glibc/bullseye}"
+mirror="${OLD_GLIBC_MIRROR:-http://deb.debian.org/debian}"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "old-glibc.sh: needs root (debootstrap and chroot)" >&2
+    exit 1
+fi
+
+if ! command -v debootstrap >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends debootstrap
+fi
+
+if chroot "$root" ldd --version 2>/dev/null | head -n1 | grep -q ' 2\.31$'; then
+    echo "old-glibc.sh: reusing $root"
+else
+    partial="$root.partial"
+    rm -rf "$partial"
+    mkdir -p "$(dirname "$root")"
+    start=$(date +%s)
+    debootstrap --variant=minbase --include=gcc,libc6-dev bullseye "$partial" "$mirror"
+    rm -rf "$root"
+    mv "$partial" "$root"
+    echo "old-glibc.sh: debootstrap took $(( $(date +%s) - start )) s"
+fi
+
+AMVGPU_OLD_GLIBC_ROOT="$(cd "$root" && pwd)" \
+    cargo test -p libamvgpu --test compat old_glibc_root -- --nocapture
