@@ -10,3 +10,11 @@ hipError_t hipMalloc(void **ptr, size_t size);
 hipError_t hipsim_shim_malloc_via_plt(void **ptr, size_t size) {
     return hipMalloc(ptr, size);
 }
+
+/* The runtime reading its environment, the way ROCr and HIP do: libc's getenv through the PLT
+ * (an audit module that flags libc BINDTO and this library BINDFROM answers it). */
+#include <stdlib.h>
+
+const char *hipsim_shim_getenv_via_plt(const char *name) {
+    return getenv(name);
+}

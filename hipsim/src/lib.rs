@@ -133,6 +133,16 @@
 //! `hipsimGetManagedCount(*count, *bytes)`, `hipsimGetAllocationCount(*count)`,
 //! `hipsimGetPoolCachedBytes(device, *bytes)`, `hipsimGetLastCuMask(words, capacity, *len)`,
 //! `hipsimGetAbiMajor()`. They are unversioned and return `hipError_t`.
+//! `hipsimRuntimeGetenv(name)` returns what the runtime's own `getenv` (a PLT call from this
+//! library) answers.
+//!
+//! # HSA queues
+//!
+//! With `HIPSIM_HSA=<path of a libhsa-runtime64>` (the `hsasim` crate builds
+//! `libhsa_runtime64.so`), every stream creation `dlopen`s it once and creates one HSA queue
+//! per stream with `hsa_queue_create` (found with `dlsym`), destroyed with `hsa_queue_destroy`
+//! by `hipStreamDestroy`. The real runtime links `libhsa-runtime64` instead; the simulator
+//! keeps it optional and never loads one unless asked (see `src/hsa.rs`).
 
 // HIP's C names (hipMemcpyHostToDevice, ...) are used as constants in patterns.
 #![allow(non_upper_case_globals)]
@@ -140,6 +150,7 @@
 mod arena;
 mod config;
 mod doors;
+mod hsa;
 mod memory;
 mod sim;
 mod usage;

@@ -59,6 +59,8 @@ pub struct Stream {
     pub _token: Box<u64>,
     pub device: usize,
     pub cu_mask: Option<Vec<u32>>,
+    /// The stream's HSA queue (0: none, see `crate::hsa`).
+    pub queue: usize,
 }
 
 #[derive(Debug)]

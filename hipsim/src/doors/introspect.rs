@@ -149,3 +149,24 @@ pub unsafe extern "C" fn hipsimGetStreamCuMask(
 pub extern "C" fn hipsimGetAbiMajor() -> c_int {
     crate::ABI_MAJOR
 }
+
+extern "C" {
+    /// `getenv` called from this library through its PLT (c/shim.c).
+    fn hipsim_shim_getenv_via_plt(name: *const std::ffi::c_char) -> *const std::ffi::c_char;
+}
+
+/// What the runtime's own `getenv(name)` returns (a PLT call from `libamdhip64`, as ROCr and
+/// HIP read their variables), so a test can see the environment as the runtime sees it.
+///
+/// # Safety
+/// `name` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn hipsimRuntimeGetenv(
+    name: *const std::ffi::c_char,
+) -> *const std::ffi::c_char {
+    if name.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: a NUL-terminated name (caller contract).
+    unsafe { hipsim_shim_getenv_via_plt(name) }
+}

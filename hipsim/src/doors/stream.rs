@@ -6,6 +6,8 @@ use hip_sys::*;
 
 fn create(sim: &Sim, cu_mask: Option<Vec<u32>>) -> Result<hipStream_t, hipError_t> {
     let device = sim.current_device()?;
+    // Outside the registry lock: the HSA library (or a hook in front of it) may take its own.
+    let queue = crate::hsa::create_queue(device);
     let token = Box::new(0u64);
     let handle = sim::token_addr(&token);
     let mut reg = sim.registry();
@@ -18,6 +20,7 @@ fn create(sim: &Sim, cu_mask: Option<Vec<u32>>) -> Result<hipStream_t, hipError_
             _token: token,
             device,
             cu_mask,
+            queue,
         },
     );
     Ok(handle as hipStream_t)
@@ -61,11 +64,10 @@ pub unsafe extern "C" fn hipsim_impl_hipExtStreamCreateWithCUMask(
 #[no_mangle]
 pub unsafe extern "C" fn hipsim_impl_hipStreamDestroy(stream: hipStream_t) -> hipError_t {
     status(sim::get().and_then(|sim| {
-        sim.registry()
-            .streams
-            .remove(&(stream as usize))
-            .map(drop)
-            .ok_or(hipErrorInvalidHandle)
+        let removed = sim.registry().streams.remove(&(stream as usize));
+        let removed = removed.ok_or(hipErrorInvalidHandle)?;
+        crate::hsa::destroy_queue(removed.queue);
+        Ok(())
     }))
 }
 

@@ -1,0 +1,339 @@
+//! The pod's settings as the program and the runtime see them (issue 5): one snapshot per
+//! process from the initial environment, the config file and the ancestors; `getenv` answered
+//! for the pod's names (restored when missing, pinned against the process's own changes);
+//! `HIP_OVERSUBSCRIBE`, `AMD_TASK_PRIORITY`; CU-mask checks.
+//!
+//! Every run uses `envprobe.c` (one output line per step) under `LD_AUDIT`, with its own ledger
+//! file, so runs never share accounting.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use testkit::{Compiled, Fixture, Output, Run, TempDir};
+
+const MIB: u64 = 1 << 20;
+
+fn probe() -> &'static Compiled {
+    static PROBE: OnceLock<Compiled> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        Fixture::from_path(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env_fixtures/envprobe.c"),
+        )
+        .link_flag("-ldl")
+        .compile()
+        .expect("envprobe compiles")
+    })
+}
+
+/// `target/<profile>/libhsa_runtime64.so`, built on first use like testkit builds hipsim.
+fn hsasim() -> &'static Path {
+    static HSA: OnceLock<PathBuf> = OnceLock::new();
+    HSA.get_or_init(|| {
+        let layout = testkit::target_layout().expect("test runs from a cargo target dir");
+        let lib = layout.profile_dir.join("libhsa_runtime64.so");
+        if std::env::var_os("TESTKIT_NO_BUILD").is_none() {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.args(["build", "--quiet", "-p", "hsasim", "--manifest-path"])
+                .arg(testkit::workspace_root().join("Cargo.toml"))
+                .env("CARGO_TARGET_DIR", &layout.root);
+            match layout.profile.as_str() {
+                "debug" => {}
+                "release" => {
+                    cmd.arg("--release");
+                }
+                other => {
+                    cmd.args(["--profile", other]);
+                }
+            }
+            if let Some(triple) = &layout.triple {
+                cmd.args(["--target", triple]);
+            }
+            let status = cmd.status().expect("cargo runs");
+            assert!(status.success(), "cargo build -p hsasim failed");
+        }
+        assert!(
+            lib.exists(),
+            "{} missing: cargo build -p hsasim",
+            lib.display()
+        );
+        lib
+    })
+}
+
+/// A hooked run with a private ledger.
+fn run(dir: &TempDir, steps: &[&str]) -> Run {
+    probe()
+        .run()
+        .audit()
+        .env("HIP_DEVICE_MEMORY_SHARED_CACHE", dir.path().join("ledger"))
+        .args(steps)
+}
+
+fn lines(out: &Output) -> Vec<String> {
+    out.stdout.lines().map(str::to_string).collect()
+}
+
+fn stderr(out: &Output) -> String {
+    out.stderr.clone()
+}
+
+fn expect(out: &Output, expected: &[&str]) {
+    assert!(out.success(), "{}", out.describe("success"));
+    assert_eq!(lines(out), expected, "stderr:\n{}", stderr(out));
+}
+
+#[test]
+fn a_clean_environment_child_keeps_the_pods_limit_and_settings() {
+    let dir = testkit::temp_dir();
+    let child = [
+        "get:HSA_CU_MASK",
+        "rt:HSA_CU_MASK",
+        "get:ROCR_VISIBLE_DEVICES",
+        "rt:ROCR_VISIBLE_DEVICES",
+        "get:HIP_DEVICE_MEMORY_LIMIT",
+        "malloc:6291456",
+        "malloc:4194304",
+    ]
+    .join("+");
+    let spawn = format!("spawn-clean:{child}");
+    let out = run(&dir, &["malloc:4096", "freelast", &spawn])
+        .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+        .env("HSA_CU_MASK", "0:0-7")
+        .env("ROCR_VISIBLE_DEVICES", "0")
+        .output();
+    expect(
+        &out,
+        &[
+            "malloc 0",
+            "free 0",
+            "get HSA_CU_MASK=0:0-7",
+            "rt HSA_CU_MASK=0:0-7",
+            "get ROCR_VISIBLE_DEVICES=0",
+            "rt ROCR_VISIBLE_DEVICES=0",
+            "get HIP_DEVICE_MEMORY_LIMIT=8m",
+            "malloc 0",
+            "malloc 2",
+            "child 0",
+        ],
+    );
+}
+
+#[test]
+fn without_a_pod_setting_anywhere_the_child_is_not_limited() {
+    // The control for the test above: the same clean child under a parent without a limit
+    // allocates freely, so the refusal above came from the inherited limit.
+    let dir = testkit::temp_dir();
+    let out = run(
+        &dir,
+        &["spawn-clean:get:HSA_CU_MASK+malloc:6291456+malloc:4194304"],
+    )
+    .output();
+    expect(
+        &out,
+        &["get HSA_CU_MASK=(null)", "malloc 0", "malloc 0", "child 0"],
+    );
+}
+
+#[test]
+fn setenv_before_the_first_hip_call_changes_nothing_enforced() {
+    let dir = testkit::temp_dir();
+    let out = run(
+        &dir,
+        &[
+            // In-place replacements of variables the process started with.
+            "set:HIP_DEVICE_MEMORY_LIMIT=100g",
+            "set:HSA_CU_MASK=0:0-303",
+            // New variables: the environment array grows (and moves).
+            "set:HIP_DEVICE_MEMORY_LIMIT_0=100g",
+            "set:HIP_OVERSUBSCRIBE=true",
+            "set:ROC_GLOBAL_CU_MASK=0xffffffff",
+            "get:HSA_CU_MASK",
+            "rt:HSA_CU_MASK",
+            "get:HIP_DEVICE_MEMORY_LIMIT",
+            "get:HIP_DEVICE_MEMORY_LIMIT_0",
+            "malloc:6291456",
+            "malloc:4194304",
+            "managed",
+            // A name the pod did not set keeps the process's own value.
+            "get:ROC_GLOBAL_CU_MASK",
+        ],
+    )
+    .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+    .env("HSA_CU_MASK", "0:0-7")
+    .output();
+    expect(
+        &out,
+        &[
+            "set HIP_DEVICE_MEMORY_LIMIT",
+            "set HSA_CU_MASK",
+            "set HIP_DEVICE_MEMORY_LIMIT_0",
+            "set HIP_OVERSUBSCRIBE",
+            "set ROC_GLOBAL_CU_MASK",
+            "get HSA_CU_MASK=0:0-7",
+            "rt HSA_CU_MASK=0:0-7",
+            "get HIP_DEVICE_MEMORY_LIMIT=8m",
+            "get HIP_DEVICE_MEMORY_LIMIT_0=100g",
+            "malloc 0",
+            "malloc 2",
+            "managed 0 0",
+            "get ROC_GLOBAL_CU_MASK=0xffffffff",
+        ],
+    );
+}
+
+#[test]
+fn restored_names_keep_the_processs_own_value_when_it_has_one() {
+    let dir = testkit::temp_dir();
+    let out = run(
+        &dir,
+        &[
+            "set:ROCR_VISIBLE_DEVICES=1",
+            "get:ROCR_VISIBLE_DEVICES",
+            "rt:ROCR_VISIBLE_DEVICES",
+        ],
+    )
+    .env("ROCR_VISIBLE_DEVICES", "0")
+    .output();
+    expect(
+        &out,
+        &[
+            "set ROCR_VISIBLE_DEVICES",
+            "get ROCR_VISIBLE_DEVICES=1",
+            "rt ROCR_VISIBLE_DEVICES=1",
+        ],
+    );
+}
+
+#[test]
+fn the_config_file_fills_what_the_environment_lacks() {
+    let dir = testkit::temp_dir();
+    let file = dir.path().join("env");
+    std::fs::write(
+        &file,
+        "# written by the device plugin\nHIP_DEVICE_MEMORY_LIMIT=8m\nHSA_CU_MASK=0:8-15\n\
+         ROCR_VISIBLE_DEVICES=0\nnot a setting\n",
+    )
+    .unwrap();
+    let out = run(
+        &dir,
+        &[
+            "get:HSA_CU_MASK",
+            "rt:ROCR_VISIBLE_DEVICES",
+            "malloc:6291456",
+            "malloc:4194304",
+        ],
+    )
+    .env("AMVGPU_CONFIG_FILE", &file)
+    // The process's own value wins over the file's.
+    .env("HSA_CU_MASK", "0:0-7")
+    .env("LIBHIP_LOG_LEVEL", "4")
+    .output();
+    expect(
+        &out,
+        &[
+            "get HSA_CU_MASK=0:0-7",
+            "rt ROCR_VISIBLE_DEVICES=0",
+            "malloc 0",
+            "malloc 2",
+        ],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "config file {}: line 5 is not KEY=VALUE",
+            file.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unreadable_config_file_is_skipped_with_a_debug_line() {
+    let dir = testkit::temp_dir();
+    let missing = dir.path().join("absent");
+    let out = run(&dir, &["get:HSA_CU_MASK", "malloc:6291456"])
+        .env("AMVGPU_CONFIG_FILE", &missing)
+        .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+        .env("LIBHIP_LOG_LEVEL", "4")
+        .output();
+    expect(&out, &["get HSA_CU_MASK=(null)", "malloc 0"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("config file {}: No such file", missing.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn oversubscription_serves_hipmalloc_from_managed_memory_and_still_counts() {
+    let dir = testkit::temp_dir();
+    let out = run(
+        &dir,
+        &[
+            "malloc:6291456",
+            "managed",
+            "live",
+            "malloc:4194304",
+            "freelast",
+            "managed",
+            "malloc:4194304",
+        ],
+    )
+    .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+    .env("HIP_OVERSUBSCRIBE", "TRUE")
+    .output();
+    expect(
+        &out,
+        &[
+            "malloc 0",
+            &format!("managed 1 {}", 6 * MIB),
+            // Managed memory is not device memory in the simulator: nothing on the device.
+            "live 0",
+            // Still held to the limit.
+            "malloc 2",
+            "free 0",
+            "managed 0 0",
+            "malloc 0",
+        ],
+    );
+}
+
+#[test]
+fn oversubscription_is_off_for_other_values() {
+    let dir = testkit::temp_dir();
+    for value in ["false", "yes", "0"] {
+        let out = run(&dir, &["malloc:4096", "managed"])
+            .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+            .env("HIP_OVERSUBSCRIBE", value)
+            .output();
+        expect(&out, &["malloc 0", "managed 0 0"]);
+    }
+    let out = run(&dir, &["malloc:4096", "managed"])
+        .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+        .env("HIP_OVERSUBSCRIBE", "1")
+        .output();
+    expect(&out, &["malloc 0", "managed 1 4096"]);
+}
+
+fn stream_priority(priority: Option<&str>) -> (String, String) {
+    let dir = testkit::temp_dir();
+    let mut r = run(&dir, &["stream"]).env("HIPSIM_HSA", hsasim());
+    if let Some(p) = priority {
+        r = r.env("AMD_TASK_PRIORITY", p);
+    }
+    let out = r.output();
+    assert!(out.success(), "{}", out.describe("success"));
+    (lines(&out).join("\n"), stderr(&out))
+}
+
+#[test]
+fn task_priority_reaches_every_hsa_queue_the_runtime_creates() {
+    // HSA_AMD_QUEUE_PRIORITY_HIGH = 2 for 0, LOW = 0 for a positive integer, NORMAL = 1 (the
+    // runtime's default) otherwise.
+    assert_eq!(stream_priority(Some("0")).0, "stream 0 prio 2");
+    assert_eq!(stream_priority(Some("5")).0, "stream 0 prio 0");
+    assert_eq!(stream_priority(None).0, "stream 0 prio 1");
+    let (out, err) = stream_priority(Some("high"));
+    assert_eq!(out, "stream 0 prio 1");
+    assert!(err.contains("AMD_TASK_PRIORITY=\"high\""), "{err}");
+}
