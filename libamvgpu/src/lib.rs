@@ -116,6 +116,7 @@
 
 mod audit;
 pub mod config;
+mod cucheck;
 mod elf;
 #[cfg(not(test))]
 mod glibc_compat;

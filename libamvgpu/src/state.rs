@@ -140,6 +140,8 @@ fn initialise() -> Option<&'static State> {
         }
     }
     let (snapshot, source) = Snapshot::take();
+    // Logs a pod CU mask ROCr would ignore or that fails open (calls only real HIP functions).
+    crate::cucheck::check_at_first_use();
     let built = build(&snapshot, source);
     match built {
         None => {

@@ -337,3 +337,65 @@ fn task_priority_reaches_every_hsa_queue_the_runtime_creates() {
     assert_eq!(out, "stream 0 prio 1");
     assert!(err.contains("AMD_TASK_PRIORITY=\"high\""), "{err}");
 }
+
+/// Runs one HIP call with `HSA_CU_MASK=mask` on a simulated `arch` with `cus` CUs; stderr.
+fn mask_report(arch: &str, cus: &str, mask: &str) -> String {
+    let dir = testkit::temp_dir();
+    let out = run(&dir, &["malloc:4096"])
+        .env("HIPSIM_ARCH", arch)
+        .env("HIPSIM_CUS", cus)
+        .env("HSA_CU_MASK", mask)
+        .output();
+    expect(&out, &["malloc 0"]);
+    stderr(&out)
+}
+
+#[test]
+fn a_mask_rocr_would_ignore_or_that_fails_open_is_reported_with_the_reason() {
+    let err = mask_report("gfx942", "304", "0:5-3");
+    assert!(
+        err.contains("ERROR: HSA_CU_MASK=\"0:5-3\"") && err.contains("runs the GPUs"),
+        "{err}"
+    );
+    let err = mask_report("gfx942", "304", "0:0-3");
+    assert!(
+        err.contains("HSA_CU_MASK=\"0:0-3\": GPU 0 (304 CUs): XCD 4 of 8 gets no CU"),
+        "{err}"
+    );
+    let err = mask_report("gfx1100", "96", "0:0-2");
+    assert!(
+        err.contains("HSA_CU_MASK=\"0:0-2\": GPU 0 (96 CUs): WGP 1 is split"),
+        "{err}"
+    );
+    // A GPU the machine does not have (1 simulated device).
+    let err = mask_report("gfx942", "304", "0:0-7;1:0-7");
+    assert!(err.contains("GPU 1 does not exist"), "{err}");
+    // Safe masks say nothing.
+    for (arch, cus, mask) in [("gfx942", "304", "0:0-15"), ("gfx1100", "96", "0:0-3")] {
+        let err = mask_report(arch, cus, mask);
+        assert!(!err.contains("HSA_CU_MASK"), "{arch} {mask}: {err}");
+    }
+}
+
+#[test]
+fn stream_cu_masks_are_narrowed_to_the_pods_slice() {
+    let dir = testkit::temp_dir();
+    let out = run(
+        &dir,
+        &[
+            "cumask:0xffffffff,0xffffffff",
+            "cumask:0xffff0000",
+            // 0-3 alone misses XCDs 4..7 of a gfx942: the pod's own CUs instead.
+            "cumask:0xf",
+        ],
+    )
+    .env("HIPSIM_ARCH", "gfx942")
+    .env("HSA_CU_MASK", "0:0-15")
+    .output();
+    expect(&out, &["cumask 0 0xffff 0", "cumask 1", "cumask 0 0xffff"]);
+    // Without a pod mask the request reaches the runtime unchanged.
+    let out = run(&dir, &["cumask:0xf"])
+        .env("HIPSIM_ARCH", "gfx942")
+        .output();
+    expect(&out, &["cumask 0 0xf"]);
+}

@@ -128,8 +128,24 @@ pub unsafe extern "C" fn hipExtStreamCreateWithCUMask(
     cu_mask: *const u32,
 ) -> hipError_t {
     let real = real!(hipExtStreamCreateWithCUMask: hipExtStreamCreateWithCUMask_fn);
-    // SAFETY: forwarding the caller's arguments unchanged.
-    let rc = unsafe { real(stream, cu_mask_size, cu_mask) };
+    // Narrowed to the pod's CUs on the current device (see `crate::cucheck`).
+    let narrowed = match (cu_mask.is_null() || cu_mask_size == 0, current_device()) {
+        (false, Ok(device)) => {
+            // SAFETY: HIP's contract: `cu_mask` points at `cu_mask_size` readable words.
+            let request = unsafe { core::slice::from_raw_parts(cu_mask, cu_mask_size as usize) };
+            crate::cucheck::narrow(device, request)
+        }
+        _ => crate::cucheck::Narrowed::Unchanged,
+    };
+    let rc = match &narrowed {
+        crate::cucheck::Narrowed::Empty => return hipErrorInvalidValue,
+        // SAFETY: `words` lives across the call; the stream out-pointer is the caller's.
+        crate::cucheck::Narrowed::Words(words) => unsafe {
+            real(stream, words.len() as u32, words.as_ptr())
+        },
+        // SAFETY: forwarding the caller's arguments unchanged.
+        crate::cucheck::Narrowed::Unchanged => unsafe { real(stream, cu_mask_size, cu_mask) },
+    };
     if rc == hipSuccess {
         // SAFETY: the runtime accepted and wrote `stream`.
         unsafe { remember(stream) };
