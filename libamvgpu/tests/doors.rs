@@ -852,3 +852,41 @@ fn random_mixes_over_two_devices_charge_the_right_one() {
         random_mix(seed, &[16 * MIB, 8 * MIB]);
     }
 }
+
+/// One handle mapped at two addresses is charged once, and comes back only after it is
+/// released and unmapped at both.
+#[test]
+fn hip_mem_create_handle_mapped_twice() {
+    let sb = Sandbox::new("vmm2", 1).limit("8m");
+    let r = sb.run(&[
+        "memcreate:0:4m:0", // 0
+        "reserve:1:4m",     // 1
+        "reserve:2:4m",     // 2
+        "map:1:4m:0",       // 3
+        "map:2:4m:0",       // 4
+        "meminfo",          // 5: charged once
+        "release:0",        // 6
+        "unmap:1:4m",       // 7
+        "meminfo",          // 8: still mapped at the second address
+        "malloc:3:6m",      // 9: must be refused
+        "unmap:2:4m",       // 10
+        "meminfo",          // 11
+        "malloc:4:8m",      // 12
+        "usage:0",          // 13
+    ]);
+    r.expect_clean_exit();
+    for i in 0..5 {
+        r.expect_ok(i);
+    }
+    assert_eq!(
+        r.meminfo(5),
+        (4 * MIB, LIMIT),
+        "two mappings, one charge\n{r}"
+    );
+    r.expect_ok(6).expect_ok(7);
+    assert_eq!(r.meminfo(8), (4 * MIB, LIMIT), "still mapped once\n{r}");
+    r.expect_oom(9).expect_ok(10);
+    assert_eq!(r.meminfo(11), (LIMIT, LIMIT), "{r}");
+    r.expect_ok(12);
+    assert!(r.usage(13).1 <= LIMIT, "{r}");
+}
