@@ -890,3 +890,21 @@ fn hip_mem_create_handle_mapped_twice() {
     r.expect_ok(12);
     assert!(r.usage(13).1 <= LIMIT, "{r}");
 }
+
+/// hipFreeAsync of hipMalloc memory frees it at once (no pool holds it): it comes back without
+/// a synchronisation.
+#[test]
+fn hip_free_async_of_hip_malloc_memory_releases_at_once() {
+    let sb = Sandbox::new("freeasync_malloc", 1).limit("8m");
+    let r = sb.run(&[
+        "malloc:0:6m",
+        "freeasync:0",
+        "meminfo",
+        "malloc:1:8m",
+        "usage:0",
+    ]);
+    r.expect_clean_exit().expect_ok(0).expect_ok(1);
+    assert_eq!(r.meminfo(2), (LIMIT, LIMIT), "{r}");
+    r.expect_ok(3);
+    assert!(r.usage(4).1 <= LIMIT, "{r}");
+}
