@@ -32,10 +32,17 @@
 //! - `glibc_compat`: keeps the import floor at GLIBC_2.17 although `std` is built against a
 //!   newer glibc (hidden definitions of the few newer symbols `std` references).
 //!
-//! # Variables read (once, from the process's initial environment)
+//! # Variables read (once per process, into an immutable snapshot)
 //!
-//! The snapshot is `/proc/self/environ` (or, without `/proc`, the environment array the
-//! program started with): a program's later `setenv` changes nothing.
+//! The snapshot (`snapshot`) is the initial environment (`/proc/self/environ`, or, without
+//! `/proc`, the environment array the program started with), then the config file
+//! (`AMVGPU_CONFIG_FILE`, default `/etc/amvgpu/env`), then, for the pod's settings the process
+//! lacks, the nearest ancestor process that has them: a program's later `setenv` changes
+//! nothing, and a child started with a clean environment keeps the pod's settings.
+//! `getenv`/`secure_getenv` are answered from it for the pod's names, for the program and the
+//! runtime alike (`hooks::env`). `HIP_OVERSUBSCRIBE`, `AMD_TASK_PRIORITY` (`hooks::hsa`) and
+//! the CU-mask check and stream-mask narrowing (`cucheck`) are described with every other
+//! variable in `docs/environment.md`.
 //!
 //! | variable | meaning |
 //! |---|---|

@@ -14,7 +14,7 @@
 //!    else [`DEFAULT_CONFIG_FILE`] (`/etc/amvgpu/env`, or what `AMVGPU_DEFAULT_CONFIG_FILE`
 //!    said when the module was built). One `KEY=VALUE` per line, taken literally (no quotes,
 //!    no `export`, no expansion); blank lines and lines starting with `#` are skipped; a line
-//!    without `=` is reported and skipped. At most 64 KiB.
+//!    without `=` is skipped with a warning naming the file and line. At most 64 KiB.
 //! 3. for the pod's settings ([`inherited`]) that are still missing, the nearest ancestor
 //!    process that has them: the parent chain from `/proc/<pid>/stat`, each ancestor's
 //!    `/proc/<pid>/environ`, and finally PID 1 if the chain did not reach it. This keeps a
@@ -244,6 +244,8 @@ fn complete(records: &[u8]) -> bool {
 /// Builds the snapshot from all sources, then logs (at the level it configures) what it did.
 fn build() -> Global {
     let mut notes: Vec<String> = Vec::new();
+    // Bad content (not an absent source) is worth a warning.
+    let mut warnings: Vec<String> = Vec::new();
     let (mut records, source) = match read_file(c"/proc/self/environ", usize::MAX) {
         Ok(bytes) => (bytes, Source::ProcSelfEnviron),
         Err(errno) => {
@@ -271,7 +273,7 @@ fn build() -> Global {
             None => DEFAULT_CONFIG_FILE.as_bytes().to_vec(),
         };
     match CString::new(file_path.clone()) {
-        Err(_) => notes.push(format!(
+        Err(_) => warnings.push(format!(
             "config file {:?}: contains a NUL byte; skipped",
             String::from_utf8_lossy(&file_path)
         )),
@@ -279,7 +281,7 @@ fn build() -> Global {
             Ok(file) => {
                 let bad = merge_config_file(&mut records, &file);
                 for BadLine { line } in bad {
-                    notes.push(format!(
+                    warnings.push(format!(
                         "config file {}: line {line} is not KEY=VALUE; skipped",
                         path.to_string_lossy()
                     ));
@@ -310,6 +312,9 @@ fn build() -> Global {
         .and_then(config::parse_log_level)
     {
         log::set_level(level);
+    }
+    for warning in &warnings {
+        log::warn!("{warning}");
     }
     for note in &notes {
         log::debug!("{note}");

@@ -226,7 +226,6 @@ fn the_config_file_fills_what_the_environment_lacks() {
     .env("AMVGPU_CONFIG_FILE", &file)
     // The process's own value wins over the file's.
     .env("HSA_CU_MASK", "0:0-7")
-    .env("LIBHIP_LOG_LEVEL", "4")
     .output();
     expect(
         &out,
