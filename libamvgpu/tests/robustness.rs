@@ -416,3 +416,30 @@ fn a_bad_log_level_is_reported_and_changes_nothing_else() {
         );
     }
 }
+
+/// The current device is per thread: threads on different devices racing at once each charge
+/// their own device.
+#[test]
+fn threads_on_different_devices_charge_their_own() {
+    let sb = Sandbox::new("racedev", 2).limit("8m").device_limit(1, "4m");
+    let r = sb.run(&[
+        "racedev:8:1m:16:2",
+        "usage:0",
+        "usage:1",
+        "meminfo",
+        "dev:1",
+        "meminfo",
+        "racefree",
+    ]);
+    r.expect_clean_exit().expect_ok(0);
+    assert_eq!(
+        r.val(0, 0),
+        12,
+        "8 x 1m on device 0 and 4 x 1m on device 1\n{r}"
+    );
+    assert_eq!(r.usage(1), (8 * MIB, 8 * MIB), "{r}");
+    assert_eq!(r.usage(2), (4 * MIB, 4 * MIB), "{r}");
+    assert_eq!(r.meminfo(3), (0, 8 * MIB), "{r}");
+    assert_eq!(r.meminfo(5), (0, 4 * MIB), "{r}");
+    r.expect_ok(6);
+}
