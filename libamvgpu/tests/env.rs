@@ -87,6 +87,7 @@ fn a_clean_environment_child_keeps_the_pods_limit_and_settings() {
     let dir = testkit::temp_dir();
     let child = [
         "get:HSA_CU_MASK",
+        "sget:HSA_CU_MASK",
         "rt:HSA_CU_MASK",
         "get:ROCR_VISIBLE_DEVICES",
         "rt:ROCR_VISIBLE_DEVICES",
@@ -107,6 +108,7 @@ fn a_clean_environment_child_keeps_the_pods_limit_and_settings() {
             "malloc 0",
             "free 0",
             "get HSA_CU_MASK=0:0-7",
+            "sget HSA_CU_MASK=0:0-7",
             "rt HSA_CU_MASK=0:0-7",
             "get ROCR_VISIBLE_DEVICES=0",
             "rt ROCR_VISIBLE_DEVICES=0",
@@ -397,4 +399,28 @@ fn stream_cu_masks_are_narrowed_to_the_pods_slice() {
         .env("HIPSIM_ARCH", "gfx942")
         .output();
     expect(&out, &["cumask 0 0xf"]);
+}
+
+#[test]
+fn the_ancestor_walk_stops_at_a_process_of_another_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: starting a child as another user needs root");
+        return;
+    }
+    // The same clean child as in the first test, but running as `nobody` under a root parent:
+    // it must not pick up the parent's settings. (The kernel would also refuse `nobody` the
+    // root parent's environ; the hook stops the walk there before asking.)
+    let dir = testkit::temp_dir();
+    let out = run(
+        &dir,
+        &["spawn-clean-as:65534:get:HSA_CU_MASK+malloc:6291456+malloc:4194304"],
+    )
+    .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+    .env("HSA_CU_MASK", "0:0-7")
+    .output();
+    expect(
+        &out,
+        &["get HSA_CU_MASK=(null)", "malloc 0", "malloc 0", "child 0"],
+    );
 }

@@ -2,6 +2,7 @@
  * the environment as the program and the runtime see it and what the hook enforces.
  *
  *   get:NAME         the program's getenv(NAME)            -> "get NAME=<value>|(null)"
+ *   sget:NAME        the program's secure_getenv(NAME)      -> "sget NAME=<value>|(null)"
  *   rt:NAME          the runtime's getenv (hipsim)          -> "rt NAME=<value>|(null)"
  *   set:NAME=VALUE   setenv(NAME, VALUE, 1)                 -> "set NAME"
  *   malloc:BYTES     hipMalloc                              -> "malloc <rc>"
@@ -15,7 +16,9 @@
  *   spawn-clean:...  fork; the child execs this program with the steps after the colon-separated
  *                    list (`+` between steps) and an environment of only LD_AUDIT and
  *                    LD_LIBRARY_PATH; the parent waits    -> "child <exit status>"
+ *   spawn-clean-as:UID:...  the same, the child switching to UID (gid UID) before the exec
  */
+#define _GNU_SOURCE
 #include "fixture.h"
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -37,7 +40,7 @@ static int queue_priority(void) {
     return prio;
 }
 
-static int spawn_clean(char *self, char *steps) {
+static int spawn_clean(char *self, char *steps, long uid) {
     char *args[64];
     int n = 0;
     args[n++] = self;
@@ -52,6 +55,7 @@ static int spawn_clean(char *self, char *steps) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        if (uid >= 0 && (setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0)) _exit(126);
         execve(self, args, env);
         _exit(127);
     }
@@ -69,6 +73,9 @@ int main(int argc, char **argv) {
         if (strcmp(step, "get") == 0) {
             const char *v = getenv(arg);
             printf("get %s=%s\n", arg, v ? v : "(null)");
+        } else if (strcmp(step, "sget") == 0) {
+            const char *v = secure_getenv(arg);
+            printf("sget %s=%s\n", arg, v ? v : "(null)");
         } else if (strcmp(step, "rt") == 0) {
             const char *v = hipsimRuntimeGetenv(arg);
             printf("rt %s=%s\n", arg, v ? v : "(null)");
@@ -112,7 +119,12 @@ int main(int argc, char **argv) {
             }
             printf("\n");
         } else if (strcmp(step, "spawn-clean") == 0) {
-            printf("child %d\n", spawn_clean(argv[0], arg));
+            printf("child %d\n", spawn_clean(argv[0], arg, -1));
+        } else if (strcmp(step, "spawn-clean-as") == 0) {
+            char *rest = strchr(arg, ':');
+            CHECK(rest != NULL);
+            *rest++ = 0;
+            printf("child %d\n", spawn_clean(argv[0], rest, strtol(arg, NULL, 10)));
         } else {
             fprintf(stderr, "envprobe: unknown step %s\n", step);
             return 2;
