@@ -30,7 +30,8 @@ if ! command -v debootstrap >/dev/null; then
     apt-get install -y --no-install-recommends debootstrap
 fi
 
-if chroot "$root" ldd --version 2>/dev/null | head -n1 | grep -q ' 2\.31$'; then
+version="$(chroot "$root" ldd --version 2>/dev/null || true)"
+if [[ "${version%%$'\n'*}" == *" 2.31" ]]; then
     echo "old-glibc.sh: reusing $root"
 else
     partial="$root.partial"
