@@ -9,15 +9,19 @@
 //!
 //! - `audit` (loader entry points, the only exports: `la_version`, `la_objopen`,
 //!   `la_symbind64`, `la_preinit`, `la_activity`, `la_objclose`; see `symbols.txt`).
-//!   `la_objopen` flags `libamdhip64.so*` (by file name or `DT_SONAME`) as BINDTO and every
-//!   other object except the loader and this module as BINDFROM, so the program's bindings
-//!   to HIP are audited and the runtime's calls to itself are not. `la_symbind64` finds the name in a compile-time hash
+//!   `la_objopen` flags `libamdhip64.so*` (by file name or `DT_SONAME`), the base
+//!   namespace's libc and `libhsa-runtime64.so*` as BINDTO and BINDFROM, and every other
+//!   object except the loader and this module as BINDFROM, so the program's bindings to HIP,
+//!   everyone's bindings to `getenv` and the runtime's binding to `hsa_queue_create` are
+//!   audited; the runtime's calls to its own exports are audited too but keep their real
+//!   addresses. `la_symbind64` finds a HIP name in a compile-time hash
 //!   table (`symbols`) and returns the wrapper's address; PLT bindings and `dlsym` lookups
 //!   (`LA_SYMB_DLSYM`) alike. Bindings that never reach `la_symbind64` (address-taken
 //!   functions, weak-symbol tests, `-fno-plt`, `-z now` on glibc < 2.35) are GLOB_DAT/JUMP_SLOT
 //!   relocations; `got` rewrites those slots once the loader has relocated the object.
 //! - `hooks::{alloc, free, query, lookup, stream}`: the wrappers, one file per door family
-//!   (`stream` records which device each stream runs on). Each is a
+//!   (`stream` records which device each stream runs on); `hooks::env` answers `getenv` for
+//!   the pod's settings, `hooks::hsa` gives HSA queues the pod's priority. Each is a
 //!   plain `extern "C" fn` with the door's exact signature. The real function is the runtime's
 //!   export, found by a lookup in `libamdhip64`'s own dynamic symbol table (`elf`; no
 //!   `dlsym`) or taken from the binding, and cached in an atomic slot.
