@@ -570,6 +570,26 @@ fn dlmopen_of_a_second_runtime_copy_is_not_limited() {
     );
 }
 
+/// A known way around the hook: a statically linked program has no dynamic loader, so
+/// LD_AUDIT loads nothing into it (the dynamically linked build of the same source shows the
+/// module mapped). hipsim, like ROCm's runtime, is shared-only, so such a program would have
+/// to bring its own runtime (or talk to the driver) - and nothing limits it.
+#[test]
+fn a_static_program_loads_no_audit_module() {
+    let scratch = Scratch::new();
+    for (flags, expected) in [(&[][..], 1), (&["-static"][..], 0)] {
+        let exe = build("MAPS", Hip::NotLinked, flags, &[]);
+        let out = scratch.run(&exe, "8m", true, &[]);
+        assert!(out.success(), "{}", out.describe("expected a clean exit"));
+        assert_eq!(
+            get(&results(&out), "audit-mapped", &out),
+            [expected],
+            "{}",
+            out.describe(&format!("built with {flags:?}"))
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Runtimes
 // ---------------------------------------------------------------------------------------------

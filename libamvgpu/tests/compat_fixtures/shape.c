@@ -282,6 +282,24 @@ int main(void) {
     return 0;
 }
 
+#elif defined(SHAPE_MAPS)
+/* Built with and without -static, not linked against HIP: prints `audit-mapped <0|1>`, whether
+ * an object named libamvgpu is mapped into the process (i.e. the loader loaded the module). */
+int main(void) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    CHECK(maps != NULL);
+    char line[4096];
+    int mapped = 0;
+    while (fgets(line, sizeof line, maps) != NULL) {
+        if (strstr(line, "libamvgpu") != NULL) {
+            mapped = 1;
+        }
+    }
+    fclose(maps);
+    printf("audit-mapped %d\n", mapped);
+    return 0;
+}
+
 #else
 #error "choose a shape with -DSHAPE_..."
 #endif
