@@ -86,7 +86,7 @@ pub fn target_layout() -> Result<TargetLayout, String> {
         .ok_or_else(|| format!("{}: no profile directory name", dir.display()))?
         .to_string();
     let parent = dir.parent().ok_or("profile directory has no parent")?;
-    if parent.join("CACHEDIR.TAG").exists() {
+    if is_target_root(parent) {
         return Ok(TargetLayout {
             root: parent.to_path_buf(),
             profile_dir: dir,
@@ -97,7 +97,7 @@ pub fn target_layout() -> Result<TargetLayout, String> {
     let grand = parent
         .parent()
         .ok_or("no target root above the profile directory")?;
-    if grand.join("CACHEDIR.TAG").exists() {
+    if is_target_root(grand) {
         let triple = parent
             .file_name()
             .and_then(OsStr::to_str)
@@ -110,9 +110,15 @@ pub fn target_layout() -> Result<TargetLayout, String> {
         });
     }
     Err(format!(
-        "{}: not inside a cargo target directory (no CACHEDIR.TAG above it)",
+        "{}: not inside a cargo target directory (no CACHEDIR.TAG or .rustc_info.json above it)",
         exe.display()
     ))
+}
+
+/// Cargo marks a target directory with `CACHEDIR.TAG`, but only when it creates the directory
+/// itself; `.rustc_info.json` is written on every build, so either one identifies it.
+fn is_target_root(dir: &Path) -> bool {
+    dir.join("CACHEDIR.TAG").exists() || dir.join(".rustc_info.json").exists()
 }
 
 /// The workspace root (where `Cargo.toml` lists hipsim and libamvgpu).
@@ -892,7 +898,7 @@ mod tests {
     fn layout_is_found_from_the_test_binary() {
         let layout = target_layout().unwrap();
         assert!(layout.profile_dir.starts_with(&layout.root));
-        assert!(layout.root.join("CACHEDIR.TAG").exists());
+        assert!(is_target_root(&layout.root));
     }
 
     #[test]
