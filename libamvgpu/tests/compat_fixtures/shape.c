@@ -108,7 +108,8 @@ hipError_t user_usage(int dev, size_t *l, size_t *p) { return hipsimGetUsage(dev
 #elif defined(SHAPE_DLOPEN)
 /* Not linked against libamdhip64. argv[1] is the library to dlopen after start-up: either the
  * runtime itself (as Python's ctypes does: RTLD_NOW, local), whose hipMalloc is looked up by
- * dlsym, or a user library (argv[2] "user") whose user_* functions call HIP. argv[3], if
+ * dlsym, or a user library (argv[2] "user") whose user_* functions call HIP, or the
+ * dispatch-table library (argv[2] "table"). argv[3], if
  * given, is another library opened before the workload runs (a later loader event). */
 static void *must_dlopen(const char *path) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -129,6 +130,11 @@ int main(int argc, char **argv) {
         d.alloc = (malloc_fn)must_dlsym(h, "user_alloc");
         d.meminfo = (meminfo_fn)must_dlsym(h, "user_meminfo");
         d.usage = (usage_fn)must_dlsym(h, "user_usage");
+    } else if (argc > 2 && strcmp(argv[2], "table") == 0) {
+        /* The dispatch-table library: HIP only through data relocations. */
+        d.alloc = (malloc_fn)must_dlsym(h, "table_alloc");
+        d.meminfo = (meminfo_fn)must_dlsym(h, "table_meminfo");
+        d.usage = (usage_fn)must_dlsym(h, "hipsimGetUsage");
     } else {
         d.alloc = (malloc_fn)must_dlsym(h, "hipMalloc");
         d.meminfo = (meminfo_fn)must_dlsym(h, "hipMemGetInfo");
