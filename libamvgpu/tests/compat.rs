@@ -353,6 +353,16 @@ fn dlopened_library_with_a_dispatch_table_is_held_from_the_next_loader_event() {
     );
 }
 
+/// `RTLD_DEEPBIND` changes the lookup order, not the audited binding.
+#[test]
+fn dlopened_with_rtld_deepbind() {
+    let lib = build_library("USER_LIB", &[]);
+    let exe = build("DLOPEN", Hip::NotLinked, &[], &[]);
+    let lib = lib.display().to_string();
+    check_shape(&exe, &[&lib, "user"], &[("SHAPE_DEEPBIND", "1")]);
+    check_shape(&exe, &["libamdhip64.so"], &[("SHAPE_DEEPBIND", "1")]);
+}
+
 /// A library opened after start-up (a Python extension) that calls hipMalloc through its PLT.
 #[test]
 fn dlopened_library_calling_through_its_plt() {

@@ -111,8 +111,9 @@ hipError_t user_usage(int dev, size_t *l, size_t *p) { return hipsimGetUsage(dev
  * dlsym, or a user library (argv[2] "user") whose user_* functions call HIP, or the
  * dispatch-table library (argv[2] "table"). argv[3], if
  * given, is another library opened before the workload runs (a later loader event). */
+static int deep_bind;
 static void *must_dlopen(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | deep_bind);
     if (h == NULL) {
         fprintf(stderr, "dlopen(%s): %s\n", path, dlerror());
         exit(1);
@@ -121,6 +122,10 @@ static void *must_dlopen(const char *path) {
 }
 int main(int argc, char **argv) {
     CHECK(argc >= 2);
+    /* RTLD_DEEPBIND (as some plugin loaders use) when the environment says so. */
+    if (getenv("SHAPE_DEEPBIND") != NULL) {
+        deep_bind = RTLD_DEEPBIND;
+    }
     void *h = must_dlopen(argv[1]);
     if (argc > 3) {
         must_dlopen(argv[3]);
