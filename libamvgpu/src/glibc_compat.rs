@@ -12,6 +12,7 @@
 //! bind here:
 //! - the pthread key functions jump to the *old* versioned libc symbols, selected with the
 //!   assembler's `.symver` (x86-64: `GLIBC_2.2.5`; aarch64: `GLIBC_2.17`, its base version);
+//!   before glibc 2.34 these live in `libpthread.so.0`, which build.rs therefore makes NEEDED;
 //! - `stat64`, `fstat64`, `statx` and `gettid` make the system call directly (on both
 //!   architectures the kernel's `struct stat` is glibc's `struct stat64`);
 //! - `__cxa_thread_atexit_impl` registers nothing and reports success. It exists only for
