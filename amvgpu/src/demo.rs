@@ -111,6 +111,35 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
         println!("  hook      {}", hook.display());
         println!("  state     {}", state_dir.display());
     }
+    // The same workload without amvgpu: no hook, no limit, no mask. What the jobs below see
+    // differs from this only because of the hook and the slice.
+    println!("baseline: {WORKLOAD} fill 512M   (no amvgpu run, no hook: the whole card)");
+    let mut plain = Command::new(&workload);
+    plain
+        .args(["fill", "512M"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    configure(&mut plain);
+    let plain = plain
+        .output()
+        .map_err(|e| Failure::environment(format!("cannot start {}: {e}", workload.display())))?;
+    let baseline: Vec<String> = String::from_utf8_lossy(&plain.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for line in &baseline {
+        println!("  [-] {line}");
+    }
+    let baseline_total = baseline
+        .iter()
+        .find_map(|l| l.strip_prefix("hipMemGetInfo: total "))
+        .and_then(|t| t.split(" MiB").next())
+        .and_then(|t| t.trim().parse::<u64>().ok());
+    let baseline_held = baseline
+        .iter()
+        .find_map(|l| l.strip_prefix("holding"))
+        .and_then(|t| t.trim().parse::<u64>().ok());
+
     let mut jobs = Vec::new();
     for (name, memory) in [("A", "2G"), ("B", "3G")] {
         let args = ["run", "--cores", "25", "--memory", memory, "--lib"];
@@ -225,6 +254,13 @@ pub fn demo(verbose: bool) -> Result<(), Failure> {
         all_good &= ok;
         println!("  [{}] {what}", if ok { "ok" } else { "FAILED" });
     };
+    let card_mib = VRAM.trim_end_matches('G').parse::<u64>().unwrap_or(0) * 1024;
+    check(
+        baseline_total == Some(card_mib) && baseline_held.is_some_and(|held| held > 3 << 30),
+        format!(
+            "without the hook the same workload sees the whole card ({card_mib} MiB) and gets past every slice's limit"
+        ),
+    );
     let masks: Vec<String> = jobs
         .iter()
         .map(|j| j.line_starting("HSA_CU_MASK=").unwrap_or("").to_string())
