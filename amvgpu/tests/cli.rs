@@ -351,7 +351,11 @@ fn demo_shows_every_check_passing() {
     let shown = text(&out.stdout);
     assert!(out.status.success(), "{shown}\n{}", text(&out.stderr));
     assert!(!shown.contains("FAILED"), "{shown}");
-    assert_eq!(shown.matches("[ok]").count(), 6, "{shown}");
+    assert_eq!(shown.matches("[ok]").count(), 7, "{shown}");
+    assert!(
+        shown.contains("[ok] without the hook the same workload sees the whole card"),
+        "{shown}"
+    );
     assert!(shown.contains("amvgpu status, while both jobs hold their memory"));
 }
 
