@@ -287,7 +287,19 @@ fn read_only_file_is_refused_for_accounting_but_readable_for_status() {
         cmd.args(args).envs(envs).current_dir(&dir);
         std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
         std::os::unix::process::CommandExt::gid(&mut cmd, 65534);
-        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        cmd.stdin(std::process::Stdio::null());
+        // A sibling test thread that forked while `fs::copy` held the copy open for writing
+        // keeps that descriptor until its exec: ETXTBSY for a few milliseconds. Retry, bounded.
+        let mut attempts = 0;
+        let out = loop {
+            match cmd.output() {
+                Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempts < 100 => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other.unwrap(),
+            }
+        };
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "child failed: {stdout}");
         assert!(stdout.contains("refused: ledger file"), "{stdout}");
@@ -389,3 +401,6 @@ fn child_entry() {
         other => panic!("unknown role {other}"),
     }
 }
+
+/// Linux's "text file busy" errno (`ErrorKind::ExecutableFileBusy` needs a newer Rust than the MSRV).
+const ETXTBSY: i32 = 26;

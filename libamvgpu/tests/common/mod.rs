@@ -270,7 +270,7 @@ impl Sandbox {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
+            .spawn_retrying_busy_text()
             .expect("spawn hipdrive");
         let pid = child.id();
         let out = drain(child.stdout.take().unwrap());
@@ -301,7 +301,7 @@ impl Sandbox {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
+            .spawn_retrying_busy_text()
             .expect("spawn hipdrive");
         let mut running = Running::new(child, steps);
         running.hooked = self.hooked;
@@ -603,3 +603,29 @@ pub fn write_file(path: &Path, bytes: &[u8]) {
     let mut f = std::fs::File::create(path).expect("create file");
     f.write_all(bytes).expect("write file");
 }
+
+/// Spawning a binary this test process has just copied can fail with ETXTBSY: a sibling test
+/// thread that forked while the copy's write descriptor was open keeps that descriptor until
+/// its own exec. The condition clears by itself within milliseconds, so retry a bounded number
+/// of times instead of failing the test for a race that is not the hook's.
+pub trait SpawnRetryingBusyText {
+    fn spawn_retrying_busy_text(&mut self) -> std::io::Result<std::process::Child>;
+}
+
+impl SpawnRetryingBusyText for Command {
+    fn spawn_retrying_busy_text(&mut self) -> std::io::Result<std::process::Child> {
+        let mut attempts = 0;
+        loop {
+            match self.spawn() {
+                Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempts < 100 => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Linux's "text file busy" errno (`ErrorKind::ExecutableFileBusy` needs a newer Rust than the MSRV).
+const ETXTBSY: i32 = 26;
