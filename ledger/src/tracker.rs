@@ -173,10 +173,10 @@ impl Default for Tracker {
     }
 }
 
-enum Probe {
+enum Probe<'a> {
     Found(Option<Entry>),
-    /// Absent; carries the first VACANT bucket of the chain (index, word).
-    NotFound(Option<(usize, u64)>),
+    /// Absent; carries the first VACANT bucket of the chain (bucket, word).
+    NotFound(Option<(&'a Bucket, u64)>),
 }
 
 impl Tracker {
@@ -249,8 +249,8 @@ impl Tracker {
                 if let Some(table) = self.level(level) {
                     match self.probe_replace(table, level, hash, key, entry) {
                         Probe::Found(old) => return Ok(old),
-                        Probe::NotFound(Some((index, m))) if older_vacant.is_none() => {
-                            older_vacant = Some((level, index, m));
+                        Probe::NotFound(Some((bucket, m))) if older_vacant.is_none() => {
+                            older_vacant = Some((bucket, level, m));
                         }
                         Probe::NotFound(_) => {}
                     }
@@ -270,10 +270,10 @@ impl Tracker {
                 let m = bucket.meta.load(Acquire);
                 match m & STATE_MASK {
                     EMPTY => {
-                        empty = Some((index, m));
+                        empty = Some((bucket, m));
                         break;
                     }
-                    VACANT if vacant.is_none() => vacant = Some((index, m)),
+                    VACANT if vacant.is_none() => vacant = Some((bucket, m)),
                     PRESENT if bucket.key.load(Acquire) == key => {
                         if bucket.meta.load(Relaxed) == m {
                             if let Some(old) = Self::replace_at(bucket, m, entry) {
@@ -288,17 +288,16 @@ impl Tracker {
                 steps += 1;
             }
             let half_full = self.filled[newest].0.load(Relaxed) >= table.len() / 2;
-            let (level, index, m) = match (vacant, older_vacant, empty) {
-                (Some((index, m)), _, _) => (newest, index, m),
+            // The chosen bucket is kept by reference rather than re-found by
+            // (level, index): levels are never unmapped while `self` lives.
+            let (bucket, level, m) = match (vacant, older_vacant, empty) {
+                (Some((bucket, m)), _, _) => (bucket, newest, m),
                 (None, Some(older), _) => older,
-                (None, None, Some((index, m))) if !half_full => (newest, index, m),
+                (None, None, Some((bucket, m))) if !half_full => (bucket, newest, m),
                 _ => {
                     self.add_level(newest + 1)?;
                     continue 'retry;
                 }
-            };
-            let Some(bucket) = self.level(level).and_then(|t| t.get(index)) else {
-                continue 'retry;
             };
             let generation = next_generation(m);
             // AcqRel: Acquire orders our key/bytes stores after the claim (no
@@ -347,14 +346,14 @@ impl Tracker {
         Some(old)
     }
 
-    fn probe_replace(
+    fn probe_replace<'a>(
         &self,
-        table: &[Bucket],
+        table: &'a [Bucket],
         level: usize,
         hash: u64,
         key: u64,
         entry: Entry,
-    ) -> Probe {
+    ) -> Probe<'a> {
         let mask = table.len() - 1;
         let mut index = home(hash, level);
         let mut steps = 0;
@@ -364,7 +363,7 @@ impl Tracker {
             let m = bucket.meta.load(Acquire);
             match m & STATE_MASK {
                 EMPTY => return Probe::NotFound(vacant),
-                VACANT if vacant.is_none() => vacant = Some((index, m)),
+                VACANT if vacant.is_none() => vacant = Some((bucket, m)),
                 PRESENT if bucket.key.load(Acquire) == key => {
                     if bucket.meta.load(Relaxed) == m {
                         if let Some(old) = Self::replace_at(bucket, m, entry) {
