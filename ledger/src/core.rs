@@ -206,27 +206,42 @@ impl<E: Env> Core<'_, E> {
             return Err(refused(self.container_usage(device)));
         }
         let used = &slot.used[d];
+        // First attempt (the hot path), counting every slot: publish the
+        // request (SeqCst RMW), then look. Checked so the slot never wraps to
+        // a small value another reserver would trust.
+        let Ok(before) = used.fetch_update(SeqCst, SeqCst, |u| u.checked_add(bytes)) else {
+            return Err(refused(u64::MAX));
+        };
+        store_load_order();
+        if let Some(total) = self.sum(d).filter(|&total| total <= limit) {
+            self.note_peaks(slot, d, before + bytes, total);
+            return Ok(());
+        }
+        // Kept out of line so the hot path stays small (fewer saved
+        // registers); it withdraws this attempt's add before anything else.
+        self.reserve_contended(slot, d, bytes, limit)
+            .map_err(refused)
+    }
+
+    /// The rest of `reserve` after a first attempt that did not fit: its add
+    /// is still published. `Err` carries the usage to report.
+    #[cold]
+    #[inline(never)]
+    fn reserve_contended(&self, slot: &Slot, d: usize, bytes: u64, limit: u64) -> Result<(), u64> {
+        let used = &slot.used[d];
         let mut reclaimed = false;
         let mut usage_without = 0;
         for attempt in 0..RESERVE_ATTEMPTS {
-            // The first attempt (the hot path) counts every slot; retries skip
-            // slots that are being reclaimed.
-            let sum = |d| {
-                if attempt == 0 {
-                    self.sum(d)
-                } else {
-                    self.sum_live(d)
+            if attempt > 0 {
+                // Retries skip slots that are being reclaimed.
+                let Ok(before) = used.fetch_update(SeqCst, SeqCst, |u| u.checked_add(bytes)) else {
+                    return Err(u64::MAX);
+                };
+                store_load_order();
+                if let Some(total) = self.sum_live(d).filter(|&total| total <= limit) {
+                    self.note_peaks(slot, d, before + bytes, total);
+                    return Ok(());
                 }
-            };
-            // Publish the request first (SeqCst RMW), then look. Checked so the
-            // slot never wraps to a small value another reserver would trust.
-            let Ok(before) = used.fetch_update(SeqCst, SeqCst, |u| u.checked_add(bytes)) else {
-                return Err(refused(u64::MAX));
-            };
-            store_load_order();
-            if let Some(total) = sum(d).filter(|&total| total <= limit) {
-                self.note_peaks(slot, d, before + bytes, total);
-                return Ok(());
             }
             // Over the limit (perhaps only because of others' in-flight
             // requests): withdraw. Saturating: a caller that over-released
@@ -250,9 +265,9 @@ impl<E: Env> Core<'_, E> {
                 self.reclaim_dead();
                 continue;
             }
-            return Err(refused(usage_without));
+            return Err(usage_without);
         }
-        Err(refused(usage_without))
+        Err(usage_without)
     }
 
     #[inline]
