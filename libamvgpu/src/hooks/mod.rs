@@ -265,13 +265,26 @@ pub(crate) fn track(
             state.ledger.release(stale.device, stale.bytes);
             hip_sys::hipSuccess
         }
-        Err(full) => {
-            log::error!("{}: {full}; allocation undone", charge.name);
-            undo(key);
-            state.ledger.release(device, bytes);
-            hip_sys::hipErrorOutOfMemory
-        }
+        Err(full) => untrack_full(state, charge, key, bytes, full, undo),
     }
+}
+
+/// `track`'s failure path, out of line so the hot path stays small: the tracker could not
+/// grow, so the allocation is undone and its reservation released.
+#[cold]
+#[inline(never)]
+fn untrack_full(
+    state: &State,
+    charge: &Charge,
+    key: usize,
+    bytes: u64,
+    full: amvgpu_ledger::TrackerFull,
+    undo: impl FnOnce(usize),
+) -> hipError_t {
+    log::error!("{}: {full}; allocation undone", charge.name);
+    undo(key);
+    state.ledger.release(charge.device as u32, bytes);
+    hip_sys::hipErrorOutOfMemory
 }
 
 /// Runs a free door for a tracked key: the entry is taken first (so a concurrent reuse of the
