@@ -303,9 +303,17 @@ pub(crate) fn free_tracked(
     if rc == hip_sys::hipSuccess {
         (rc, Some(entry))
     } else {
-        let _ = state.live.insert(key, entry);
+        retrack(state, key, entry);
         (rc, None)
     }
+}
+
+/// A free the runtime refused leaves the memory allocated: track it again. Out of line so
+/// every free's frame stays small.
+#[cold]
+#[inline(never)]
+fn retrack(state: &State, key: usize, entry: amvgpu_ledger::Entry) {
+    let _ = state.live.insert(key, entry);
 }
 
 #[cfg(test)]
