@@ -133,6 +133,8 @@
 //! `hipsimGetManagedCount(*count, *bytes)`, `hipsimGetAllocationCount(*count)`,
 //! `hipsimGetPoolCachedBytes(device, *bytes)`, `hipsimGetLastCuMask(words, capacity, *len)`,
 //! `hipsimGetAbiMajor()`. They are unversioned and return `hipError_t`.
+//! `hipsimInternalMalloc(**ptr, size)` allocates the way the runtime does for itself (its own
+//! PLT-bound `hipMalloc`, from outside any door).
 //! `hipsimRuntimeGetenv(name)` returns what the runtime's own `getenv` (a PLT call from this
 //! library) answers.
 //!

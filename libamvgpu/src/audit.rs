@@ -1,24 +1,28 @@
 //! The rtld-audit entry points: the only symbols `libamvgpu.so` exports.
 //!
 //! These run inside the dynamic loader, often while it holds its own lock. They therefore only
-//! read their arguments and store into atomics: no allocation, no lock, no stdio, no panic
-//! (every index is checked, every pointer tested), and no initialisation of the hook itself,
-//! which happens lazily on the first wrapped call.
+//! read their arguments, write a few words of the objects they are told about, and store into
+//! atomics: no allocation, no lock, no stdio, no panic (every index is checked, every pointer
+//! tested), and no initialisation of the hook itself, which happens lazily on the first
+//! wrapped call.
+//!
+//! How calls reach the wrappers: `la_objopen` redirects the HIP runtime's (and libc's
+//! `getenv`, and HSA's `hsa_queue_create`) definitions to the wrappers before anything is
+//! relocated against them ([`crate::redirect`]), so every binding the loader makes afterwards,
+//! by any route, gets a wrapper. There is deliberately no `la_symbind64`: defining it makes
+//! glibc 2.35+ audit every lazy binding of every object, which costs far more at start-up than
+//! it could ever save (see [`crate::redirect`]). `la_objopen` therefore asks for no binding
+//! callbacks at all (returns 0 for every object).
 
-use crate::elf::Elf64Sym;
+use crate::got::Fixed;
+use crate::redirect::Failure;
 use crate::symbols;
 use core::ffi::{c_char, c_uint};
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// The newest audit interface this module implements (glibc 2.35+ `LAV_CURRENT`). Version 1
 /// (glibc 2.17 ..= 2.34) has the same entry points with the same meaning for what we use.
 const LAV_SUPPORTED: c_uint = 2;
-
-const LA_FLG_BINDTO: c_uint = 0x01;
-const LA_FLG_BINDFROM: c_uint = 0x02;
-const LA_SYMB_NOPLTENTER: c_uint = 0x01;
-const LA_SYMB_NOPLTEXIT: c_uint = 0x02;
-const LA_SYMB_DLSYM: c_uint = 0x08;
 
 /// The head of glibc's `struct link_map` (the public part, stable since the beginning).
 #[repr(C)]
@@ -46,6 +50,25 @@ static LIBC_COOKIE: AtomicUsize = AtomicUsize::new(0);
 
 /// The cookie of `libhsa-runtime64` (for `hsa_queue_create`, see [`crate::hooks::hsa`]).
 static HSA_COOKIE: AtomicUsize = AtomicUsize::new(0);
+
+/// The runtime's link map while its own references still have to be pointed back at its real
+/// functions (see [`settle_runtime`]); null otherwise.
+static PENDING_RUNTIME: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The same for `libhsa-runtime64` and its `hsa_queue_create`.
+static PENDING_HSA: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Set when the runtime's relocations could not be read to fix its own references.
+static OWN_UNREADABLE: AtomicBool = AtomicBool::new(false);
+
+/// Outcome of redirecting the runtime's definitions (see [`encode`]).
+static REDIRECT_FAILURE: AtomicUsize = AtomicUsize::new(NOT_TRIED);
+
+/// Outcome of redirecting libc's `getenv`/`secure_getenv`.
+static LIBC_FAILURE: AtomicUsize = AtomicUsize::new(NOT_TRIED);
+
+/// Outcome of redirecting `libhsa-runtime64`'s `hsa_queue_create`.
+static HSA_FAILURE: AtomicUsize = AtomicUsize::new(NOT_TRIED);
 
 /// The main program's link map (the head of the base namespace's list), null until seen.
 static MAIN_MAP: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
@@ -145,7 +168,8 @@ pub extern "C" fn la_version(version: c_uint) -> c_uint {
     version.min(LAV_SUPPORTED)
 }
 
-/// Chooses which bindings are audited: bindings *to* `libamdhip64` *from* everything else.
+/// Redirects the runtime's, libc's and HSA's wrapped definitions as they are mapped; asks the
+/// loader for no binding callbacks.
 ///
 /// # Safety
 /// Called by the loader with a valid link map and cookie slot.
@@ -197,20 +221,47 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: i64, cookie: *mut u
                 .is_ok()
             {
                 symbols::set_runtime(map_ref.l_addr, map_ref.l_ld);
+                // SAFETY: the runtime was just mapped and nothing is relocated against it yet;
+                // the loader holds its lock while it calls us.
+                let outcome = unsafe {
+                    crate::redirect::redirect(
+                        map_ref,
+                        symbols::WRAPPED_COUNT,
+                        |i| symbols::NAMES[i],
+                        |i| symbols::wrapper(symbols::ALL[i]).unwrap_or(0),
+                        |i, real| symbols::note_redirected(symbols::ALL[i], real),
+                    )
+                };
+                match outcome {
+                    Ok(_) => {
+                        REDIRECT_FAILURE.store(NO_FAILURE, Ordering::Relaxed);
+                        PENDING_RUNTIME.store(map, Ordering::Release);
+                    }
+                    Err(failure) => REDIRECT_FAILURE.store(encode(failure), Ordering::Relaxed),
+                }
             }
-            // BINDFROM for its getenv and hsa_queue_create bindings; its calls to its own
-            // exports are audited too, but `la_symbind64` returns their real addresses.
-            LA_FLG_BINDTO | LA_FLG_BINDFROM
+            0
         }
-        ObjectKind::Loader => 0,
         ObjectKind::Libc if lmid == LM_ID_BASE => {
-            let _ = LIBC_COOKIE.compare_exchange(
-                0,
-                cookie as usize,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            );
-            LA_FLG_BINDTO | LA_FLG_BINDFROM
+            if LIBC_COOKIE
+                .compare_exchange(0, cookie as usize, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                // SAFETY: as for the runtime: just mapped, not yet relocated against.
+                let outcome = unsafe {
+                    crate::redirect::redirect(
+                        map_ref,
+                        crate::hooks::env::NAMES.len(),
+                        |i| crate::hooks::env::NAMES[i],
+                        crate::hooks::env::wrapper,
+                        crate::hooks::env::note_real,
+                    )
+                };
+                if let Err(failure) = outcome {
+                    LIBC_FAILURE.store(encode(failure), Ordering::Relaxed);
+                }
+            }
+            0
         }
         ObjectKind::Hsa => {
             if HSA_COOKIE
@@ -218,18 +269,139 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: i64, cookie: *mut u
                 .is_ok()
             {
                 crate::hooks::hsa::set_library(map_ref.l_addr, map_ref.l_ld);
+                // SAFETY: as for the runtime: just mapped, not yet relocated against.
+                let outcome = unsafe {
+                    crate::redirect::redirect(
+                        map_ref,
+                        1,
+                        |_| crate::hooks::hsa::QUEUE_CREATE,
+                        |_| crate::hooks::hsa::wrapper(),
+                        |_, real| crate::hooks::hsa::note_real(real),
+                    )
+                };
+                match outcome {
+                    Ok(_) => PENDING_HSA.store(map, Ordering::Release),
+                    Err(failure) => HSA_FAILURE.store(encode(failure), Ordering::Relaxed),
+                }
             }
-            LA_FLG_BINDTO | LA_FLG_BINDFROM
+            0
         }
-        ObjectKind::Libc => LA_FLG_BINDFROM,
-        ObjectKind::Caller => LA_FLG_BINDFROM,
+        ObjectKind::Loader | ObjectKind::Libc | ObjectKind::Caller => 0,
     }
 }
 
-/// Patches the GOT of every relocated program object of the base namespace (see [`crate::got`]).
+/// `REDIRECT_FAILURE` / `LIBC_FAILURE` values: not tried yet, worked, or a [`Failure`].
+const NOT_TRIED: usize = 0;
+const NO_FAILURE: usize = 1;
+
+fn encode(failure: Failure) -> usize {
+    match failure {
+        Failure::NoTables => 2,
+        Failure::NoHeaders => 3,
+        Failure::TooMany => 4,
+        Failure::Outside => 5,
+        Failure::Protect(errno) => 0x100 + errno.clamp(0, 0xffff) as usize,
+    }
+}
+
+fn decode(code: usize) -> Option<Failure> {
+    match code {
+        2 => Some(Failure::NoTables),
+        3 => Some(Failure::NoHeaders),
+        4 => Some(Failure::TooMany),
+        5 => Some(Failure::Outside),
+        c if c >= 0x100 => Some(Failure::Protect((c - 0x100) as i32)),
+        _ => None,
+    }
+}
+
+/// Whether redirecting the runtime's definitions failed, and why (for the log at
+/// initialisation: loader callbacks cannot log).
+pub fn runtime_redirect_failure() -> Option<Failure> {
+    decode(REDIRECT_FAILURE.load(Ordering::Relaxed))
+}
+
+/// Whether redirecting libc's `getenv`/`secure_getenv` failed, and why.
+pub fn libc_redirect_failure() -> Option<Failure> {
+    decode(LIBC_FAILURE.load(Ordering::Relaxed))
+}
+
+/// Whether redirecting `libhsa-runtime64`'s `hsa_queue_create` failed, and why.
+pub fn hsa_redirect_failure() -> Option<Failure> {
+    decode(HSA_FAILURE.load(Ordering::Relaxed))
+}
+
+/// Whether the runtime's own references could not be pointed back at its real functions
+/// (so its internal calls may be counted twice); for the log at initialisation.
+pub fn own_slots_unreadable() -> bool {
+    OWN_UNREADABLE.load(Ordering::Relaxed)
+}
+
+/// Points the references the runtime (and `libhsa-runtime64`) make to their own redirected
+/// exports back at the real functions, once they are relocated, so that the runtime's
+/// internal calls are not counted as the program's. Cheap when there is nothing to do (two
+/// atomic loads). Called from `la_preinit`, later loader events and the first use of each
+/// real function; safe from a wrapper (no allocation, no lock).
+pub fn settle_runtime() {
+    let runtime = PENDING_RUNTIME.load(Ordering::Acquire);
+    if !runtime.is_null() {
+        let decide = |name: *const c_char| -> Option<(usize, usize)> {
+            // SAFETY: `name` is NUL-terminated (from the runtime's string table).
+            let sym = unsafe { symbols::find_c(name) }?;
+            let real = symbols::redirected(sym);
+            (real != 0).then_some((symbols::wrapper(sym)?, real))
+        };
+        settle(&PENDING_RUNTIME, runtime, decide);
+    }
+    let hsa = PENDING_HSA.load(Ordering::Acquire);
+    if !hsa.is_null() {
+        let decide = |name: *const c_char| -> Option<(usize, usize)> {
+            // SAFETY: `name` is NUL-terminated (from the library's string table).
+            match unsafe { short_name(name) } {
+                Some(n) if n == crate::hooks::hsa::QUEUE_CREATE => {
+                    let real = crate::hooks::hsa::real_queue_create();
+                    (real != 0).then_some((crate::hooks::hsa::wrapper(), real))
+                }
+                _ => None,
+            }
+        };
+        settle(&PENDING_HSA, hsa, decide);
+    }
+}
+
+/// Fixes one pending object's own slots; clears `pending` once there is nothing left to do.
+fn settle(
+    pending: &AtomicPtr<LinkMap>,
+    map: *mut LinkMap,
+    decide: impl Fn(*const c_char) -> Option<(usize, usize)>,
+) {
+    // SAFETY: a pending map is live: la_objclose clears it before the object goes away.
+    let outcome = unsafe { crate::got::fix_own_slots(map, decide) };
+    match outcome {
+        Fixed::Done | Fixed::Unreadable => {
+            if outcome == Fixed::Unreadable {
+                OWN_UNREADABLE.store(true, Ordering::Relaxed);
+            }
+            let _ = pending.compare_exchange(
+                map,
+                core::ptr::null_mut(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+        Fixed::NotRelocated | Fixed::Busy => {}
+    }
+}
+
+/// Patches the GOT of every relocated program object of the base namespace (see
+/// [`crate::got::patch_object`]); only needed when the runtime's definitions could not be
+/// redirected.
 fn patch_loaded_objects() {
     let main = MAIN_MAP.load(Ordering::Acquire);
-    if main.is_null() || RUNTIME_COOKIE.load(Ordering::Acquire) == 0 {
+    if main.is_null()
+        || RUNTIME_COOKIE.load(Ordering::Acquire) == 0
+        || runtime_redirect_failure().is_none()
+    {
         return;
     }
     // SAFETY: `_DYNAMIC` is defined by the linker for this object; only its address is taken.
@@ -253,26 +425,30 @@ fn patch_loaded_objects() {
     }
 }
 
-/// All start-up objects are loaded and relocated: patch the bindings `la_symbind64` missed.
+/// All start-up objects are loaded and relocated: point the runtime's own references back at
+/// its real functions (and, only if redirecting failed, patch the program's GOT slots).
 ///
 /// # Safety
 /// Called by the loader.
 #[no_mangle]
 pub unsafe extern "C" fn la_preinit(_cookie: *mut usize) {
     STARTED.store(1, Ordering::Release);
+    settle_runtime();
     patch_loaded_objects();
 }
 
-/// Patches objects at the loader's namespace events after start-up: at `LA_ACT_ADD` (a new
-/// `dlopen` begins, so every object of the previous one is relocated by now) and at
-/// `LA_ACT_CONSISTENT` (the `dlopen` has mapped its objects; glibc relocates them only
-/// afterwards, so those stay pending until the next event, see [`crate::got`]).
+/// Settles a runtime loaded by `dlopen` at the loader's namespace events after start-up: at
+/// `LA_ACT_ADD` (a new `dlopen` begins, so every object of the previous one is relocated by
+/// now) and at `LA_ACT_CONSISTENT` (the `dlopen` has mapped its objects; glibc relocates them
+/// only afterwards, so a runtime it brought stays pending until its first wrapper call or
+/// the next event).
 ///
 /// # Safety
 /// Called by the loader.
 #[no_mangle]
 pub unsafe extern "C" fn la_activity(_cookie: *mut usize, flag: c_uint) {
     if (flag == LA_ACT_CONSISTENT || flag == LA_ACT_ADD) && STARTED.load(Ordering::Acquire) != 0 {
+        settle_runtime();
         patch_loaded_objects();
     }
 }
@@ -291,6 +467,8 @@ pub unsafe extern "C" fn la_objclose(cookie: *mut usize) -> c_uint {
             .compare_exchange(cookie as usize, 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
+            PENDING_HSA.store(core::ptr::null_mut(), Ordering::Release);
+            HSA_FAILURE.store(NOT_TRIED, Ordering::Relaxed);
             crate::hooks::hsa::forget_library();
         }
         if RUNTIME_COOKIE
@@ -298,88 +476,13 @@ pub unsafe extern "C" fn la_objclose(cookie: *mut usize) -> c_uint {
             .is_ok()
         {
             // The runtime itself is unloaded: a later dlopen of it (at another address) must
-            // be recognised and looked up again.
+            // be recognised, redirected and looked up again.
+            PENDING_RUNTIME.store(core::ptr::null_mut(), Ordering::Release);
+            REDIRECT_FAILURE.store(NOT_TRIED, Ordering::Relaxed);
             symbols::forget_runtime();
         }
     }
     0
-}
-
-/// Returns the wrapper for a wrapped HIP function, the real address for anything else.
-///
-/// # Safety
-/// Called by the loader with a valid symbol, cookies, flags slot and NUL-terminated name.
-#[no_mangle]
-pub unsafe extern "C" fn la_symbind64(
-    sym: *mut Elf64Sym,
-    _ndx: c_uint,
-    refcook: *mut usize,
-    defcook: *mut usize,
-    flags: *mut c_uint,
-    symname: *const c_char,
-) -> usize {
-    if sym.is_null() {
-        return 0;
-    }
-    // SAFETY: the loader passes the resolved symbol, valid for this call; st_value is already
-    // the absolute address of the definition.
-    let real = unsafe { (*sym).st_value } as usize;
-    if !flags.is_null() {
-        // We define no la_pltenter/la_pltexit: let the loader patch the GOT directly so the
-        // wrapper is called without a trampoline. LA_SYMB_DLSYM needs no special case: a dlsym
-        // lookup gets the wrapper exactly like a PLT binding.
-        // SAFETY: `flags` points to the loader's flags word for this binding.
-        unsafe { *flags |= LA_SYMB_NOPLTENTER | LA_SYMB_NOPLTEXIT };
-        let _ = LA_SYMB_DLSYM;
-    }
-    let runtime = RUNTIME_COOKIE.load(Ordering::Acquire);
-    let definer = defcook as usize;
-    if definer != 0 && definer == LIBC_COOKIE.load(Ordering::Relaxed) {
-        // SAFETY: the loader passes the symbol's NUL-terminated name.
-        return match unsafe { short_name(symname) } {
-            Some(name) => crate::hooks::env::bind_libc(name, real),
-            None => real,
-        };
-    }
-    if definer != 0 && definer == HSA_COOKIE.load(Ordering::Relaxed) {
-        if runtime == 0 || refcook as usize != runtime {
-            return real;
-        }
-        // SAFETY: as above.
-        return match unsafe { short_name(symname) } {
-            Some(name) => crate::hooks::hsa::bind(name, real),
-            None => real,
-        };
-    }
-    if runtime == 0 || definer != runtime || refcook as usize == runtime {
-        return real;
-    }
-    if STARTED.load(Ordering::Acquire) != 0 && !refcook.is_null() {
-        // An object loaded by dlopen binds to HIP: whether during its own relocation (bind-now,
-        // after its GLOB_DAT slots were filled) or at its first PLT call, its GOT-only slots are
-        // relocated now, so patch them without waiting for the next loader event.
-        // SAFETY: `refcook` is the referencing object's cookie slot; glibc initialises it to
-        // the object's link map and this module never changes it.
-        let map = unsafe { *refcook } as *mut LinkMap;
-        if !map.is_null() {
-            // SAFETY: the referencing object is live (it is being bound).
-            let relocating = unsafe { crate::got::relocation_in_progress(&*map) };
-            if let Some(relocating) = relocating {
-                let is_main = map == MAIN_MAP.load(Ordering::Acquire);
-                // SAFETY: live, and relocated as far as its data relocations go (see above);
-                // a slot still 0 is left for later.
-                unsafe { crate::got::patch_object(map, is_main, relocating) };
-            }
-        }
-    }
-    // SAFETY: the loader passes the symbol's NUL-terminated name.
-    match unsafe { symbols::find_c(symname) } {
-        Some(wrapped) => {
-            symbols::note_real(wrapped, real);
-            symbols::wrapper(wrapped).unwrap_or(real)
-        }
-        None => real,
-    }
 }
 
 /// The first bytes of a symbol name, if it is short enough to be one the hook answers

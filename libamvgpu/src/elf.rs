@@ -119,18 +119,32 @@ impl DynamicTables {
     /// # Safety
     /// `index` must be a valid index into the symbol table.
     unsafe fn matches(&self, index: usize, name: &[u8]) -> Option<usize> {
+        // SAFETY: forwarded caller guarantee.
+        let (sym, default) = unsafe { self.definition(index, name) }?;
+        // SAFETY: `definition` returned a pointer into the symbol table.
+        default.then(|| self.base.wrapping_add(unsafe { (*sym).st_value } as usize))
+    }
+
+    /// Checks symbol `index` against `name`: the entry and whether it is the default version,
+    /// if it is a defined, non-IFUNC function or object of that name (of any version).
+    ///
+    /// # Safety
+    /// `index` must be a valid index into the symbol table.
+    unsafe fn definition(&self, index: usize, name: &[u8]) -> Option<(*mut Elf64Sym, bool)> {
         // SAFETY: the caller guarantees `index` is inside the symbol table.
-        let sym = unsafe { &*self.symtab.add(index) };
+        let entry = unsafe { self.symtab.add(index) };
+        // SAFETY: as above; the table is mapped.
+        let sym = unsafe { &*entry };
         if sym.st_shndx == SHN_UNDEF || sym.st_info & 0xf == STT_GNU_IFUNC {
             return None;
         }
-        if !self.versym.is_null() {
+        let default = if self.versym.is_null() {
+            true
+        } else {
             // SAFETY: DT_VERSYM has one entry per symbol-table entry (ELF gABI, GNU extension).
             let version = unsafe { *self.versym.add(index) };
-            if version & VERSYM_HIDDEN != 0 {
-                return None;
-            }
-        }
+            version & VERSYM_HIDDEN == 0
+        };
         // SAFETY: st_name is an offset of a NUL-terminated string in the string table.
         let mut p = unsafe { self.strtab.add(sym.st_name as usize) };
         for &want in name {
@@ -146,7 +160,62 @@ impl DynamicTables {
         if unsafe { *p } != 0 {
             return None;
         }
-        Some(self.base.wrapping_add(sym.st_value as usize))
+        Some((entry.cast_mut(), default))
+    }
+
+    /// Calls `found(entry, is_default_version)` for every defined, non-IFUNC symbol-table
+    /// entry named `name`, whatever its version (`hipMalloc@@hip_4.2` and a hidden
+    /// `hipMalloc@hip_4.0` alike). Reads only the hash chain of `name` (or, without
+    /// `DT_GNU_HASH`, the whole table).
+    ///
+    /// # Safety
+    /// The tables must come from [`DynamicTables::read`] on an object that is still mapped.
+    pub unsafe fn for_each_definition(
+        &self,
+        name: &[u8],
+        mut found: impl FnMut(*mut Elf64Sym, bool),
+    ) {
+        if self.gnu_hash.is_null() {
+            // SAFETY: DT_HASH starts with nbucket, nchain; nchain is the symbol count.
+            let count = unsafe { *self.sysv_hash.add(1) } as usize;
+            for index in 1..count {
+                // SAFETY: every index below nchain is a valid symbol index.
+                if let Some((sym, default)) = unsafe { self.definition(index, name) } {
+                    found(sym, default);
+                }
+            }
+            return;
+        }
+        let hash = gnu_hash(name);
+        let table = self.gnu_hash;
+        // SAFETY: the GNU hash layout, as in `lookup_gnu`; the chain of a bucket ends at the
+        // first entry whose low bit is set.
+        unsafe {
+            let nbuckets = *table as usize;
+            let symoffset = *table.add(1) as usize;
+            let bloom_size = *table.add(2) as usize;
+            if nbuckets == 0 {
+                return;
+            }
+            let buckets = table.add(4 + bloom_size * 2);
+            let chains = buckets.add(nbuckets);
+            let mut index = *buckets.add(hash as usize % nbuckets) as usize;
+            if index < symoffset {
+                return;
+            }
+            loop {
+                let chain = *chains.add(index - symoffset);
+                if (chain | 1) == (hash | 1) {
+                    if let Some((sym, default)) = self.definition(index, name) {
+                        found(sym, default);
+                    }
+                }
+                if chain & 1 != 0 {
+                    return;
+                }
+                index += 1;
+            }
+        }
     }
 
     /// # Safety

@@ -52,6 +52,9 @@ const PATCHABLE: [u32; 3] = [
 const PT_LOAD: u32 = 1;
 const PT_PHDR: u32 = 6;
 const PT_GNU_RELRO: u32 = 0x6474_e552;
+const PF_X: u32 = 1;
+const PF_W: u32 = 2;
+const PF_R: u32 = 4;
 
 /// `Elf64_Rela`.
 #[repr(C)]
@@ -130,77 +133,137 @@ pub fn forget(map: usize) {
     }
 }
 
+/// An object's program headers, as mapped: the table, its length and the load bias.
+#[derive(Clone, Copy)]
+pub(crate) struct ProgramHeaders {
+    table: *const Elf64Phdr,
+    count: usize,
+    bias: usize,
+}
+
+impl ProgramHeaders {
+    /// Finds the program headers of a loaded object.
+    ///
+    /// # Safety
+    /// `map` must be a live link map.
+    pub(crate) unsafe fn of(map: &LinkMap, is_main: bool) -> Option<ProgramHeaders> {
+        // A PIE main program, like a shared object, has its ELF header at the load bias; only a
+        // fixed-address (non-PIE) program, whose bias is 0, needs the kernel's AT_PHDR.
+        let (table, count, bias) = if is_main && map.l_addr == 0 {
+            // SAFETY: getauxval has no preconditions; the main program's headers are mapped.
+            let (phdr, phnum) = unsafe {
+                (
+                    libc::getauxval(libc::AT_PHDR) as usize,
+                    libc::getauxval(libc::AT_PHNUM) as usize,
+                )
+            };
+            if phdr == 0 {
+                return None;
+            }
+            let table = phdr as *const Elf64Phdr;
+            // The load bias is where PT_PHDR's vaddr ended up.
+            let own = (0..phnum).find_map(|i| {
+                // SAFETY: AT_PHDR points to AT_PHNUM program headers (kernel ABI).
+                let p = unsafe { &*table.add(i) };
+                (p.p_type == PT_PHDR).then_some(p.p_vaddr as usize)
+            });
+            let bias = match own {
+                Some(vaddr) => phdr.wrapping_sub(vaddr),
+                None => map.l_addr,
+            };
+            (table, phnum, bias)
+        } else {
+            // Shared objects produced by the usual linkers map their ELF header at the load
+            // bias (first PT_LOAD at vaddr 0, offset 0). Check the magic before trusting it.
+            let header = map.l_addr as *const u8;
+            if header.is_null() {
+                return None;
+            }
+            // SAFETY: for such objects the first page at l_addr is the mapped ELF header; we
+            // read the 64-byte Elf64_Ehdr only after checking the magic.
+            let magic = unsafe { core::slice::from_raw_parts(header, 4) };
+            if magic != b"\x7fELF" {
+                return None;
+            }
+            // SAFETY: e_phoff at offset 32 (u64) and e_phnum at offset 56 (u16) of Elf64_Ehdr.
+            let (phoff, phnum) = unsafe {
+                (
+                    header.add(32).cast::<u64>().read_unaligned() as usize,
+                    header.add(56).cast::<u16>().read_unaligned() as usize,
+                )
+            };
+            // SAFETY: the program header table lies in the first PT_LOAD, mapped at l_addr.
+            let table = unsafe { header.add(phoff) }.cast::<Elf64Phdr>();
+            (table, phnum, map.l_addr)
+        };
+        let headers = ProgramHeaders { table, count, bias };
+        let has_load = headers.iter().any(|p| p.p_type == PT_LOAD);
+        has_load.then_some(headers)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Elf64Phdr> + '_ {
+        // SAFETY: `table` has `count` mapped entries (see `of`).
+        (0..self.count).map(move |i| unsafe { &*self.table.add(i) })
+    }
+
+    /// The RELRO range, `[start, end)` in absolute addresses, if the object has one.
+    fn relro(&self) -> Option<(usize, usize)> {
+        self.iter().find(|p| p.p_type == PT_GNU_RELRO).map(|p| {
+            let start = self.bias.wrapping_add(p.p_vaddr as usize);
+            (start, start.wrapping_add(p.p_memsz as usize))
+        })
+    }
+
+    /// The address range the object's segments occupy.
+    pub(crate) fn extent(&self) -> (usize, usize) {
+        let (mut start, mut end) = (usize::MAX, 0usize);
+        for p in self.iter().filter(|p| p.p_type == PT_LOAD) {
+            start = start.min(p.p_vaddr as usize);
+            end = end.max((p.p_vaddr as usize).saturating_add(p.p_memsz as usize));
+        }
+        if start > end {
+            start = end;
+        }
+        (self.bias.wrapping_add(start), self.bias.wrapping_add(end))
+    }
+
+    /// The `PROT_*` bits the loader gave the pages of `[start, end)` (absolute, page-aligned):
+    /// the union over every segment that touches them. `None` if no segment does.
+    pub(crate) fn protection(&self, start: usize, end: usize, page: usize) -> Option<i32> {
+        let mut prot = None;
+        for p in self.iter().filter(|p| p.p_type == PT_LOAD) {
+            let seg_start = self.bias.wrapping_add(p.p_vaddr as usize) & !(page - 1);
+            let seg_end = self
+                .bias
+                .wrapping_add(p.p_vaddr as usize)
+                .wrapping_add(p.p_memsz as usize);
+            if seg_start < end && start < seg_end {
+                let mut bits = 0;
+                if p.p_flags & PF_R != 0 {
+                    bits |= libc::PROT_READ;
+                }
+                if p.p_flags & PF_W != 0 {
+                    bits |= libc::PROT_WRITE;
+                }
+                if p.p_flags & PF_X != 0 {
+                    bits |= libc::PROT_EXEC;
+                }
+                prot = Some(prot.unwrap_or(0) | bits);
+            }
+        }
+        prot
+    }
+}
+
 /// The RELRO range of an object, `[start, end)` in absolute addresses, or `None` if it has
 /// none. `Err` if the program headers cannot be found.
 ///
 /// # Safety
 /// `map` must be a live link map.
 unsafe fn relro_range(map: &LinkMap, is_main: bool) -> Result<Option<(usize, usize)>, ()> {
-    // A PIE main program, like a shared object, has its ELF header at the load bias; only a
-    // fixed-address (non-PIE) program, whose bias is 0, needs the kernel's AT_PHDR.
-    let (phdrs, count, bias) = if is_main && map.l_addr == 0 {
-        // SAFETY: getauxval has no preconditions; the main program's headers are mapped.
-        let (phdr, phnum) = unsafe {
-            (
-                libc::getauxval(libc::AT_PHDR) as usize,
-                libc::getauxval(libc::AT_PHNUM) as usize,
-            )
-        };
-        if phdr == 0 {
-            return Err(());
-        }
-        let table = phdr as *const Elf64Phdr;
-        // The load bias is where PT_PHDR's vaddr ended up.
-        let own = (0..phnum).find_map(|i| {
-            // SAFETY: AT_PHDR points to AT_PHNUM program headers (kernel ABI).
-            let p = unsafe { &*table.add(i) };
-            (p.p_type == PT_PHDR).then_some(p.p_vaddr as usize)
-        });
-        let bias = match own {
-            Some(vaddr) => phdr.wrapping_sub(vaddr),
-            None => map.l_addr,
-        };
-        (table, phnum, bias)
-    } else {
-        // Shared objects produced by the usual linkers map their ELF header at the load bias
-        // (first PT_LOAD at vaddr 0, offset 0). Check the magic before trusting it.
-        let header = map.l_addr as *const u8;
-        if header.is_null() {
-            return Err(());
-        }
-        // SAFETY: for such objects the first page at l_addr is the mapped ELF header; we read
-        // the 64-byte Elf64_Ehdr only after checking the magic.
-        let magic = unsafe { core::slice::from_raw_parts(header, 4) };
-        if magic != b"\x7fELF" {
-            return Err(());
-        }
-        // SAFETY: e_phoff at offset 32 (u64) and e_phnum at offset 56 (u16) of Elf64_Ehdr.
-        let (phoff, phnum) = unsafe {
-            (
-                header.add(32).cast::<u64>().read_unaligned() as usize,
-                header.add(56).cast::<u16>().read_unaligned() as usize,
-            )
-        };
-        // SAFETY: the program header table lies in the first PT_LOAD, mapped at l_addr.
-        let table = unsafe { header.add(phoff) }.cast::<Elf64Phdr>();
-        (table, phnum, map.l_addr)
-    };
-    let mut relro = None;
-    let mut has_load = false;
-    for i in 0..count {
-        // SAFETY: `i` < number of program headers of a mapped table.
-        let p = unsafe { &*phdrs.add(i) };
-        has_load |= p.p_type == PT_LOAD;
-        if p.p_type == PT_GNU_RELRO {
-            let start = bias.wrapping_add(p.p_vaddr as usize);
-            relro = Some((start, start.wrapping_add(p.p_memsz as usize)));
-        }
-    }
-    if has_load {
-        Ok(relro)
-    } else {
-        Err(())
-    }
+    // SAFETY: forwarded caller guarantee.
+    let headers = unsafe { ProgramHeaders::of(map, is_main) }.ok_or(())?;
+    Ok(headers.relro())
 }
 
 /// The process id of the thread patching, 0 when none. A try-lock, never waited on: loader
@@ -232,40 +295,19 @@ impl Drop for Patching {
     }
 }
 
-/// Patches one object's relocations, once. `relocating` says the loader is still relocating
-/// the object (its data relocations are done, its PLT ones in progress).
+/// Calls `visit(kind, name, slot)` for every relocation of `map` (`DT_RELA` and `DT_JMPREL`)
+/// that fills a pointer-sized slot with a named symbol's address and no addend: the only kind
+/// a wrapped function can arrive through. `None` if the object has no usable tables.
 ///
 /// # Safety
-/// `map` must be a live link map of a program object (not the runtime, the loader or this
-/// module) whose data relocations are done.
-pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
-    if map.is_null() || is_done(map as usize) {
-        return;
-    }
-    let Some(_patching) = Patching::begin() else {
-        // Another thread is patching: two threads lifting and restoring the protection of one
-        // RELRO page would fault each other's writes. This object is retried at its next
-        // binding or loader event.
-        return;
-    };
-    let map_addr = map as usize;
-    // SAFETY: caller guarantee.
-    let map = unsafe { &*map };
+/// `map` must be a live link map.
+unsafe fn for_each_symbol_slot(
+    map: &LinkMap,
+    mut visit: impl FnMut(u32, *const core::ffi::c_char, *mut usize),
+) -> Option<()> {
     if map.l_ld.is_null() {
-        return;
+        return None;
     }
-    // While the loader is still relocating the object its RELRO segment is writable (the loader
-    // protects it afterwards), so slots are written directly; making a page read-only now
-    // would fault the loader's own remaining writes.
-    let relro = if relocating {
-        None
-    } else {
-        // SAFETY: caller guarantee (live object).
-        match unsafe { relro_range(map, is_main) } {
-            Ok(relro) => relro,
-            Err(()) => return,
-        }
-    };
     let base = map.l_addr;
     let absolute = |ptr: u64| {
         let ptr = ptr as usize;
@@ -295,11 +337,8 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
         entry = unsafe { entry.add(1) };
     }
     if strtab == 0 || symtab == 0 {
-        return;
+        return None;
     }
-    // A wrapped slot still holding 0 was not relocated yet (glibc reports a dlopen's
-    // LA_ACT_CONSISTENT before relocating it): look again at the next loader event.
-    let mut unrelocated = false;
     for (table, size) in [(rela, relasz), (jmprel, pltrelsz)] {
         if table == 0 {
             continue;
@@ -317,71 +356,154 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
             let sym = unsafe { &*(symtab as *const Elf64Sym).add(sym_index) };
             // SAFETY: st_name is an offset of a NUL-terminated string in the string table.
             let name = unsafe { (strtab as *const core::ffi::c_char).add(sym.st_name as usize) };
-            // SAFETY: as above.
-            let Some(wrapped) = (unsafe { symbols::find_c(name) }) else {
-                continue;
-            };
-            let slot = base.wrapping_add(r.r_offset as usize) as *mut usize;
-            // SAFETY: r_offset names a pointer-sized slot inside the object's mapping.
-            let current = unsafe { slot.read() };
-            if current == 0 {
-                unrelocated = true;
-                continue;
-            }
-            let Some(wrapper) = symbols::wrapper_for_real(wrapped, current) else {
-                continue;
-            };
+            visit(
+                kind,
+                name,
+                base.wrapping_add(r.r_offset as usize) as *mut usize,
+            );
+        }
+    }
+    Some(())
+}
+
+/// Patches one object's relocations, once: every slot holding the real address of a wrapped
+/// function gets the wrapper. Only used when the runtime's definitions could not be
+/// redirected (see [`crate::redirect`]). `relocating` says the loader is still relocating the
+/// object (its data relocations are done, its PLT ones in progress).
+///
+/// # Safety
+/// `map` must be a live link map of a program object (not the runtime, the loader or this
+/// module) whose data relocations are done.
+pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
+    if map.is_null() || is_done(map as usize) {
+        return;
+    }
+    let Some(_patching) = Patching::begin() else {
+        // Another thread is patching: two threads lifting and restoring the protection of one
+        // RELRO page would fault each other's writes. This object is retried at its next
+        // loader event.
+        return;
+    };
+    let map_addr = map as usize;
+    // SAFETY: caller guarantee.
+    let map = unsafe { &*map };
+    // While the loader is still relocating the object its RELRO segment is writable (the loader
+    // protects it afterwards), so slots are written directly; making a page read-only now
+    // would fault the loader's own remaining writes.
+    let relro = if relocating {
+        None
+    } else {
+        // SAFETY: caller guarantee (live object).
+        match unsafe { relro_range(map, is_main) } {
+            Ok(relro) => relro,
+            Err(()) => return,
+        }
+    };
+    // A wrapped slot still holding 0 was not relocated yet (glibc reports a dlopen's
+    // LA_ACT_CONSISTENT before relocating it): look again at the next loader event.
+    let mut unrelocated = false;
+    let visit = |_, name, slot: *mut usize| {
+        // SAFETY: `name` is NUL-terminated (from the object's string table).
+        let Some(wrapped) = (unsafe { symbols::find_c(name) }) else {
+            return;
+        };
+        // SAFETY: the slot is a pointer-sized relocation target inside the object.
+        let current = unsafe { slot.read() };
+        if current == 0 {
+            unrelocated = true;
+            return;
+        }
+        if let Some(wrapper) = symbols::wrapper_for_real(wrapped, current) {
             // SAFETY: the slot is inside this object's relocated data (see above).
             unsafe { write_slot(slot, wrapper, relro) };
         }
-    }
-    if !unrelocated {
+    };
+    // SAFETY: caller guarantee (live object).
+    let walked = unsafe { for_each_symbol_slot(map, visit) };
+    if walked.is_some() && !unrelocated {
         mark_done(map_addr);
     }
 }
 
-/// Whether the loader is still relocating `map`, judged by its last PLT slot: the loader
-/// fills PLT slots in order, and a filled slot (lazy stub or bound address) lies above the
-/// load bias while an untouched one holds its small link-time value. `None` when this cannot
-/// be told (an object loaded at bias 0).
+/// What [`fix_own_slots`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fixed {
+    /// Every slot holds what it should; the object is remembered as done.
+    Done,
+    /// Some slot is not relocated yet (a `dlopen` in progress): try again later.
+    NotRelocated,
+    /// Another thread is patching right now: try again later.
+    Busy,
+    /// The object's tables or program headers cannot be read: nothing was written.
+    Unreadable,
+}
+
+/// Rewrites the slots of a relocated object's own references: for a name where
+/// `decide(name)` gives `(from, to)`, a slot holding `from`, or a PLT slot still holding its
+/// lazy-binding stub (an address inside the object itself), gets `to`. Any other value (an
+/// interposer's function, say) is left alone. Used on the runtime, whose references to its
+/// own redirected exports must reach the real functions (see [`crate::redirect`]).
 ///
 /// # Safety
-/// `map` must be a live link map.
-pub unsafe fn relocation_in_progress(map: &LinkMap) -> Option<bool> {
-    if map.l_ld.is_null() {
-        return None;
+/// `map` must be a live link map of a shared object, not currently being relocated by
+/// another thread.
+pub unsafe fn fix_own_slots(
+    map: *mut LinkMap,
+    decide: impl Fn(*const core::ffi::c_char) -> Option<(usize, usize)>,
+) -> Fixed {
+    if map.is_null() {
+        return Fixed::Unreadable;
     }
+    if is_done(map as usize) {
+        return Fixed::Done;
+    }
+    let Some(_patching) = Patching::begin() else {
+        return Fixed::Busy;
+    };
+    let map_addr = map as usize;
+    // SAFETY: caller guarantee.
+    let map = unsafe { &*map };
+    // SAFETY: caller guarantee (live object).
+    let Some(headers) = (unsafe { ProgramHeaders::of(map, false) }) else {
+        return Fixed::Unreadable;
+    };
+    let relro = headers.relro();
+    let (start, end) = headers.extent();
     let base = map.l_addr;
-    if base == 0 {
-        return None;
-    }
-    let (mut jmprel, mut pltrelsz) = (0usize, 0usize);
-    let mut entry = map.l_ld as *const Elf64Dyn;
-    loop {
-        // SAFETY: the dynamic array is DT_NULL-terminated and mapped (caller guarantee).
-        let (tag, val) = unsafe { ((*entry).d_tag, (*entry).d_val) };
-        match tag {
-            DT_NULL => break,
-            DT_JMPREL => jmprel = val as usize,
-            DT_PLTRELSZ => pltrelsz = val as usize,
-            _ => {}
+    let mut unrelocated = false;
+    let visit = |kind, name, slot: *mut usize| {
+        let Some((from, to)) = decide(name) else {
+            return;
+        };
+        // SAFETY: the slot is a pointer-sized relocation target inside the object.
+        let current = unsafe { slot.read_volatile() };
+        if current == to {
+            return;
         }
-        // SAFETY: not yet past DT_NULL.
-        entry = unsafe { entry.add(1) };
+        let plt = kind == PATCHABLE[2];
+        if current == 0 || (plt && current < base) {
+            // Not relocated yet: a lazy PLT slot holds its small link-time value until the
+            // loader adds the load bias. Writing now would be undone (or corrupted).
+            unrelocated = true;
+            return;
+        }
+        let lazy_stub = plt && current >= start && current < end;
+        if current == from || lazy_stub {
+            // SAFETY: the object is relocated (checked above), so the slot is writable data
+            // or RELRO, which `write_slot` handles.
+            unsafe { write_slot(slot, to, relro) };
+        }
+    };
+    // SAFETY: caller guarantee (live object).
+    let walked = unsafe { for_each_symbol_slot(map, visit) };
+    match walked {
+        None => Fixed::Unreadable,
+        Some(()) if unrelocated => Fixed::NotRelocated,
+        Some(()) => {
+            mark_done(map_addr);
+            Fixed::Done
+        }
     }
-    let count = pltrelsz / core::mem::size_of::<Elf64Rela>();
-    if jmprel == 0 || count == 0 {
-        // No PLT: the binding came from dlsym in running (relocated) code.
-        return Some(false);
-    }
-    if jmprel < base {
-        jmprel = base.wrapping_add(jmprel);
-    }
-    // SAFETY: the last entry of the DT_PLTRELSZ-byte table.
-    let last = unsafe { &*(jmprel as *const Elf64Rela).add(count - 1) };
-    let slot = base.wrapping_add(last.r_offset as usize) as *const usize;
-    // SAFETY: r_offset names a pointer-sized slot inside the object's mapping.
-    Some(unsafe { slot.read_volatile() } < base)
 }
 
 /// Writes one slot, lifting RELRO protection around the write if the slot is in it.

@@ -134,6 +134,7 @@ mod glibc_compat;
 mod got;
 mod hooks;
 mod log;
+mod redirect;
 mod snapshot;
 mod state;
 mod symbols;

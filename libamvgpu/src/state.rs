@@ -219,9 +219,10 @@ fn build(snapshot: &Snapshot, source: Source) -> Option<State> {
             first = last + 1;
         }
     }
+    report_binding_problems();
     let ledger = open_ledger(snapshot);
     log::debug!(
-        "ledger {}; {} GOT slot(s) rebound to wrappers so far",
+        "ledger {}; {} relocation slot(s) rewritten so far",
         if ledger.is_shared() {
             "shared"
         } else {
@@ -314,5 +315,37 @@ fn make_dir(dir: &Path, mode: libc::mode_t) -> Result<(), (PathBuf, i32)> {
         Ok(())
     } else {
         Err((dir.to_path_buf(), errno))
+    }
+}
+
+/// Logs, once, what the loader callbacks could not do (they cannot log themselves).
+fn report_binding_problems() {
+    if let Some(failure) = crate::audit::runtime_redirect_failure() {
+        log::error!(
+            "cannot redirect libamdhip64's HIP functions to the hook: {}; only bindings made at \
+             start-up or loader events through GOT slots are wrapped, lazy PLT calls are NOT \
+             limited",
+            failure.describe()
+        );
+    }
+    if let Some(failure) = crate::audit::libc_redirect_failure() {
+        log::error!(
+            "cannot redirect libc's getenv to the hook: {}; the program and runtime read the \
+             process environment directly",
+            failure.describe()
+        );
+    }
+    if let Some(failure) = crate::audit::hsa_redirect_failure() {
+        log::error!(
+            "cannot redirect libhsa-runtime64's hsa_queue_create to the hook: {}; \
+             AMD_TASK_PRIORITY is not applied",
+            failure.describe()
+        );
+    }
+    if crate::audit::own_slots_unreadable() {
+        log::warn!(
+            "cannot read libamdhip64's relocations: its calls to its own HIP functions may be \
+             counted twice"
+        );
     }
 }

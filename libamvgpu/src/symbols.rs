@@ -1,14 +1,16 @@
 //! The name table: which HIP functions are wrapped, their wrappers, and the real functions.
 //!
-//! `la_symbind64` runs once per binding inside the loader, so finding a name must not allocate
-//! or lock: the wrapped names sit in an open-addressing hash table built at compile time
-//! (FNV-1a over the name bytes, linear probing, load factor below 1/4), so a lookup hashes the
-//! name once and compares at most a few candidates.
+//! Names are looked up inside loader callbacks (redirecting the runtime's definitions, fixing
+//! its own relocation slots), so finding a name must not allocate or lock: the wrapped names
+//! sit in an open-addressing hash table built at compile time (FNV-1a over the name bytes,
+//! linear probing, load factor below 1/4), so a lookup hashes the name once and compares at
+//! most a few candidates.
 //!
-//! Real functions are cached per symbol in an atomic slot: filled by `la_symbind64` from the
-//! binding it sees (`st_value`), or on first use by a lookup in `libamdhip64`'s dynamic symbol
-//! table ([`crate::elf`]). Nothing is ever copied from a shadow state: each call goes to the
-//! runtime's own function.
+//! Real functions: for a wrapped name, the address its definition had before
+//! [`crate::redirect`] pointed it at the wrapper; for the few functions the hook only calls,
+//! a lookup in `libamdhip64`'s dynamic symbol table ([`crate::elf`]). Either is published in
+//! a per-symbol atomic slot on first use. Nothing is ever copied from a shadow state: each
+//! call goes to the runtime's own function.
 
 use crate::elf::DynamicTables;
 use crate::hooks::{alloc, free, lookup, query, stream};
@@ -183,8 +185,11 @@ pub unsafe fn find_c(name: *const c_char) -> Option<Sym> {
 
 const COUNT: usize = ALL.len();
 
-/// Real function addresses, 0 until known.
+/// Real function addresses, 0 until first used.
 static REAL: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
+
+/// Real addresses of the wrapped functions, saved when their definitions were redirected.
+static REDIRECTED: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
 
 /// `libamdhip64`'s dynamic section and base, saved by `la_objopen` (null until then).
 static HIP_DYNAMIC: AtomicPtr<crate::elf::Elf64Dyn> = AtomicPtr::new(core::ptr::null_mut());
@@ -201,19 +206,24 @@ pub fn set_runtime(base: usize, dynamic: *mut crate::elf::Elf64Dyn) {
 /// whichever `libamdhip64` is loaded next (loader callback: stores only).
 pub fn forget_runtime() {
     HIP_DYNAMIC.store(core::ptr::null_mut(), Ordering::Release);
-    for slot in &REAL {
+    for slot in REAL.iter().chain(&REDIRECTED) {
         slot.store(0, Ordering::Relaxed);
     }
 }
 
-/// Records the real address of `sym` seen in a binding, unless one is already known
-/// (loader callback: one compare-exchange, no allocation).
-pub fn note_real(sym: Sym, addr: usize) {
-    let _ = REAL[sym as usize].compare_exchange(0, addr, Ordering::Relaxed, Ordering::Relaxed);
+/// Records the real address of a wrapped `sym` found when its definition was redirected
+/// ([`crate::redirect`]; loader callback: one store).
+pub fn note_redirected(sym: Sym, addr: usize) {
+    REDIRECTED[sym as usize].store(addr, Ordering::Relaxed);
 }
 
-/// The real address of `sym`, looked up in `libamdhip64` on first use. `None` if the runtime
-/// does not export it (e.g. `hipGetProcAddress` before ROCm 6.1).
+/// The real address of a redirected `sym`, 0 if it was not redirected.
+pub fn redirected(sym: Sym) -> usize {
+    REDIRECTED[sym as usize].load(Ordering::Relaxed)
+}
+
+/// The real address of `sym`, looked up on first use. `None` if the runtime does not export
+/// it (e.g. `hipGetProcAddress` before ROCm 6.1).
 #[inline]
 pub fn real(sym: Sym) -> Option<usize> {
     // Relaxed: the address is immutable code; any thread storing it stores the same value.
@@ -223,9 +233,22 @@ pub fn real(sym: Sym) -> Option<usize> {
     }
 }
 
+/// First use of `sym` in this process (or since the runtime was reloaded): make sure the
+/// runtime's own references reach its real functions, then publish the real address.
 #[cold]
 fn resolve(sym: Sym) -> Option<usize> {
-    let addr = lookup_in_runtime(NAMES[sym as usize])?;
+    crate::audit::settle_runtime();
+    let addr = match REDIRECTED[sym as usize].load(Ordering::Relaxed) {
+        0 => {
+            let found = lookup_in_runtime(NAMES[sym as usize])?;
+            // A redirected name resolves to its wrapper: never call that as the real function.
+            if wrapper(sym) == Some(found) {
+                return None;
+            }
+            found
+        }
+        addr => addr,
+    };
     REAL[sym as usize].store(addr, Ordering::Relaxed);
     Some(addr)
 }

@@ -560,6 +560,33 @@ fn runtime_internal_calls_are_not_counted_twice() {
     assert_eq!(r.usage(7), (0, LIMIT), "{r}");
 }
 
+/// The runtime allocating for itself from outside any door (its own PLT-bound hipMalloc,
+/// called from an entry point the hook does not wrap) is not the program's allocation: the
+/// hook points the runtime's own references back at its real functions, so it is not counted.
+#[test]
+fn runtime_allocations_outside_any_door_are_not_counted() {
+    let sb = Sandbox::new("selfalloc", 1).limit("8m");
+    let r = sb.run(&[
+        "internal:0:6m", // 0
+        "meminfo",       // 1
+        "malloc:1:8m",   // 2
+        "usage:0",       // 3
+        "free:0",        // 4
+        "free:1",        // 5
+        "meminfo",       // 6
+    ]);
+    r.expect_clean_exit().expect_ok(0);
+    assert_eq!(
+        r.meminfo(1),
+        (LIMIT, LIMIT),
+        "the runtime's own allocation was charged to the container\n{r}"
+    );
+    r.expect_ok(2);
+    assert_eq!(r.usage(3).0, 14 * MIB, "{r}");
+    r.expect_ok(4).expect_ok(5);
+    assert_eq!(r.meminfo(6), (LIMIT, LIMIT), "{r}");
+}
+
 #[test]
 fn hip_device_reset_releases_the_devices_memory() {
     let sb = Sandbox::new("reset", 2).limit("8m");

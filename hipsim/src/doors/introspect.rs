@@ -170,3 +170,23 @@ pub unsafe extern "C" fn hipsimRuntimeGetenv(
     // SAFETY: a NUL-terminated name (caller contract).
     unsafe { hipsim_shim_getenv_via_plt(name) }
 }
+
+extern "C" {
+    /// `hipMalloc` called from this library through its PLT (c/shim.c).
+    fn hipsim_shim_malloc_via_plt(ptr: *mut *mut std::ffi::c_void, size: usize) -> hipError_t;
+}
+
+/// An allocation the runtime makes for itself outside any HIP door (as the real runtime does
+/// for code objects or staging buffers), through its own PLT-bound `hipMalloc`: a hook must
+/// let it pass uncounted, as it is not the program's call. Freed with `hipFree` like any other.
+///
+/// # Safety
+/// `ptr` is NULL or valid for writes (hipMalloc's contract).
+#[no_mangle]
+pub unsafe extern "C" fn hipsimInternalMalloc(
+    ptr: *mut *mut std::ffi::c_void,
+    size: usize,
+) -> hipError_t {
+    // SAFETY: forwarding the caller's arguments (same contract).
+    unsafe { hipsim_shim_malloc_via_plt(ptr, size) }
+}

@@ -1,9 +1,11 @@
 //! `getenv` and `secure_getenv` as the HIP/HSA runtime and the program see them: the pod's
 //! settings survive a clean-environment child and cannot be changed by the process.
 //!
-//! `la_objopen` flags the base namespace's libc BINDTO, so every audited object's binding to
-//! `getenv`/`secure_getenv` (the program's, the runtime's, `libhsa-runtime64`'s) reaches
-//! `la_symbind64`, which hands out the wrappers below and remembers the real functions.
+//! `la_objopen` redirects the base namespace's libc definitions of `getenv` and
+//! `secure_getenv` to the wrappers below ([`crate::redirect`]) and remembers the real
+//! functions, so every binding to them (the program's, the runtime's, `libhsa-runtime64`'s,
+//! any library's, by PLT, GOT, taken address or `dlsym`) gets the wrappers. libc's own
+//! internal calls do not go through its symbol table and keep reaching libc directly.
 //!
 //! | name | when the process has no value | when it has one |
 //! |---|---|---|
@@ -20,9 +22,6 @@
 //! the real `getenv`. `secure_getenv` answers exactly like `getenv` unless the process runs in
 //! secure mode (`AT_SECURE`, e.g. setuid), where it returns what libc does (NULL): the pod's
 //! values are never handed to a privileged program that asked for the secure variant.
-//!
-//! Known limit: a program that calls `getenv` through a GOT-only binding (`-fno-plt`, a taken
-//! address) gets libc's answer; only PLT bindings and `dlsym` are wrapped.
 #![allow(non_snake_case)]
 
 use crate::snapshot::Snapshot;
@@ -75,17 +74,26 @@ pub fn answer(
 static REAL_GETENV: AtomicUsize = AtomicUsize::new(0);
 static REAL_SECURE_GETENV: AtomicUsize = AtomicUsize::new(0);
 
-/// `la_symbind64` for a binding to libc: the wrapper for `getenv`/`secure_getenv`, the real
-/// address for everything else (loader callback: compares and one store, nothing else).
-pub fn bind_libc(name: &[u8], real: usize) -> usize {
-    let (slot, wrapper) = match name {
-        b"getenv" => (&REAL_GETENV, getenv as *const () as usize),
-        b"secure_getenv" => (&REAL_SECURE_GETENV, secure_getenv as *const () as usize),
-        _ => return real,
+/// The libc functions whose definitions [`crate::redirect`] points at the wrappers below.
+pub const NAMES: [&[u8]; 2] = [b"getenv", b"secure_getenv"];
+
+/// The wrapper for `NAMES[i]`.
+pub fn wrapper(i: usize) -> usize {
+    if i == 0 {
+        getenv as *const () as usize
+    } else {
+        secure_getenv as *const () as usize
+    }
+}
+
+/// Records libc's real function for `NAMES[i]` (loader callback: one store).
+pub fn note_real(i: usize, real: usize) {
+    let slot = if i == 0 {
+        &REAL_GETENV
+    } else {
+        &REAL_SECURE_GETENV
     };
-    // Relaxed: every binding in the base namespace resolves to the same libc function.
-    let _ = slot.compare_exchange(0, real, Ordering::Relaxed, Ordering::Relaxed);
-    wrapper
+    slot.store(real, Ordering::Relaxed);
 }
 
 type GetenvFn = unsafe extern "C" fn(*const c_char) -> *mut c_char;
@@ -99,7 +107,7 @@ unsafe fn call_real(slot: &AtomicUsize, name: *const c_char) -> *mut c_char {
     match slot.load(Ordering::Relaxed) {
         0 => core::ptr::null_mut(),
         addr => {
-            // SAFETY: the address is libc's getenv or secure_getenv (stored by `bind_libc`),
+            // SAFETY: the address is libc's getenv or secure_getenv (stored by `note_real`),
             // both `char *(const char *)`.
             let real: GetenvFn = unsafe { core::mem::transmute::<usize, GetenvFn>(addr) };
             // SAFETY: forwarding the caller's argument.

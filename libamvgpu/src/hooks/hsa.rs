@@ -1,11 +1,12 @@
-//! `AMD_TASK_PRIORITY`: every HSA queue the HIP runtime creates gets the pod's priority.
+//! `AMD_TASK_PRIORITY`: every HSA queue created in the process gets the pod's priority.
 //!
-//! `la_objopen` flags `libhsa-runtime64` BINDTO and the HIP runtime BINDFROM, so the runtime's
-//! binding to `hsa_queue_create` (PLT or `dlsym`) reaches `la_symbind64`, which hands out
-//! [`hsa_queue_create`]. After the real call succeeds, the wrapper calls
-//! `hsa_amd_queue_set_priority(queue, priority)`, found in `libhsa-runtime64`'s own dynamic
-//! symbol table (the hook never links HSA). Other callers of HSA (a program using HSA
-//! directly) are not touched: the pod's priority is about HIP work.
+//! `la_objopen` redirects `libhsa-runtime64`'s definition of `hsa_queue_create` to
+//! [`hsa_queue_create`] ([`crate::redirect`]), so the HIP runtime's binding to it (PLT, GOT or
+//! `dlsym`) gets the wrapper; `libhsa-runtime64`'s references to its own export are pointed
+//! back at the real function once it is relocated. After the real call succeeds, the wrapper
+//! calls `hsa_amd_queue_set_priority(queue, priority)`, found in `libhsa-runtime64`'s own
+//! dynamic symbol table (the hook never links HSA). A program that uses HSA directly gets the
+//! pod's priority on its queues too: the priority is the pod's, whoever creates the queue.
 //!
 //! | `AMD_TASK_PRIORITY` | queue priority |
 //! |---|---|
@@ -88,14 +89,22 @@ pub fn forget_library() {
     SET_PRIORITY.store(0, Ordering::Relaxed);
 }
 
-/// `la_symbind64` for a binding from the HIP runtime to `libhsa-runtime64` (loader callback:
-/// compares and one store).
-pub fn bind(name: &[u8], real: usize) -> usize {
-    if name != b"hsa_queue_create" {
-        return real;
-    }
-    REAL_QUEUE_CREATE.store(real, Ordering::Relaxed);
+/// The function whose definition [`crate::redirect`] points at [`hsa_queue_create`].
+pub const QUEUE_CREATE: &[u8] = b"hsa_queue_create";
+
+/// The wrapper's address.
+pub fn wrapper() -> usize {
     hsa_queue_create as *const () as usize
+}
+
+/// Records `libhsa-runtime64`'s real `hsa_queue_create` (loader callback: one store).
+pub fn note_real(real: usize) {
+    REAL_QUEUE_CREATE.store(real, Ordering::Relaxed);
+}
+
+/// The real `hsa_queue_create`, 0 if unknown.
+pub fn real_queue_create() -> usize {
+    REAL_QUEUE_CREATE.load(Ordering::Relaxed)
 }
 
 /// 0 unknown, 1 leave the default, 2 + priority.
@@ -168,7 +177,7 @@ pub unsafe extern "C" fn hsa_queue_create(
     const HSA_STATUS_ERROR: u32 = 0x1000;
     let real = match REAL_QUEUE_CREATE.load(Ordering::Relaxed) {
         0 => return HSA_STATUS_ERROR,
-        // SAFETY: the address is libhsa-runtime64's hsa_queue_create (stored by `bind`).
+        // SAFETY: the address is libhsa-runtime64's hsa_queue_create (stored by `note_real`).
         addr => unsafe { core::mem::transmute::<usize, QueueCreateFn>(addr) },
     };
     // SAFETY: forwarding the caller's arguments unchanged.
