@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Proves the hook on an older glibc: Debian bullseye (glibc 2.31), where the loader does not
-# call la_symbind64 for bind-now objects (that came in 2.35), so only GOT patching holds
-# `-z now`, LD_BIND_NOW=1, `-fno-plt` and address-taken programs to the limit.
+# Proves the hook on an older glibc: Debian bullseye (glibc 2.31), whose loader audits and binds
+# differently from 2.35+: PLT, `-z now`, LD_BIND_NOW=1, `-fno-plt` and address-taken programs
+# must all be held to the limit by the redirected definitions (libamvgpu/src/redirect.rs).
 #
 #   ci/old-glibc.sh [root-dir]     (run as root; default root: target/old-glibc/bullseye)
 #

@@ -92,6 +92,6 @@ fn main() {
         "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
         map_path.display()
     );
-    // The loader must be able to bind every door lazily (the audit hook's la_symbind path).
+    // The loader must be able to bind every door lazily (the lazy-PLT shapes of the hook tests).
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,lazy");
 }

@@ -228,7 +228,7 @@ pub enum DoorKind {
     Free,
     /// Reports memory sizes or device properties.
     Query,
-    /// Hands out function pointers (bypasses `la_symbind`).
+    /// Hands out function pointers (from the runtime's own tables, not a symbol lookup).
     Lookup,
     /// Device/context/stream management and everything else.
     Other,

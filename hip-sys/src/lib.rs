@@ -1,7 +1,7 @@
 //! The parts of the HIP C ABI that the `libamvgpu` audit hook and the `hipsim` simulator need.
 //!
 //! This crate has **no `#[link]` directive**: the hook finds `libamdhip64.so` through the
-//! loader (`la_symbind64`), never by linking, and the simulator *is* `libamdhip64.so`.
+//! loader (an audit module), never by linking, and the simulator *is* `libamdhip64.so`.
 //!
 //! Layout of the crate:
 //! - [`error`]: `hipError_t` and the codes used (values checked against ROCm 5.2's header on

@@ -5,9 +5,8 @@
 //! The real `libamdhip64` links `libhsa-runtime64` (`DT_NEEDED`); the simulator `dlopen`s it
 //! instead, on the first stream creation and only when `HIPSIM_HSA` is set, so that everything
 //! else keeps working without it (and never loads a real ROCr that may be installed).
-//! `hsa_queue_create` / `hsa_queue_destroy` are found with `dlsym` called from this library,
-//! which an audit module sees as a binding from `libamdhip64` to `libhsa-runtime64`
-//! (`LA_SYMB_DLSYM`). A library that cannot be opened, or lacks either function, is reported
+//! `hsa_queue_create` / `hsa_queue_destroy` are found with `dlsym` called from this library
+//! (an audit module that redirects the definition hands out its wrapper). A library that cannot be opened, or lacks either function, is reported
 //! once on stderr and streams are then created without queues.
 
 use std::ffi::{c_void, CString};

@@ -1,27 +1,26 @@
-//! Rewrites GOT entries that `la_symbind64` never sees.
+//! Rewrites relocation slots (GOT, PLT GOT, absolute data) of relocated objects.
 //!
-//! The loader audits PLT bindings only. A program that takes a HIP function's address
-//! (`fp = hipMalloc`, or the `if (hipGetProcAddress != NULL)` test of a weak declaration),
-//! code built with `-fno-plt`, and `-z now` objects on glibc < 2.35 get the real address
-//! through a `GLOB_DAT` (or `JUMP_SLOT`, or absolute data) relocation that no audit callback
-//! reports. Once the loader has relocated an object, this module walks its dynamic
-//! relocations and replaces every slot that holds the real address of a wrapped function with
-//! the wrapper's address.
+//! Two jobs, both walking an object's dynamic relocations once the loader has relocated it:
 //!
-//! When: at `la_preinit` (all start-up objects are relocated then) and, after it, at every
-//! later namespace event (`la_activity` ADD and CONSISTENT) and whenever an object binds to
-//! the runtime through `la_symbind64`. glibc reports a `dlopen`'s `LA_ACT_CONSISTENT` *before*
-//! relocating the new objects (seen on 2.36), so an object whose wrapped slots still hold 0
-//! stays pending; it is patched at its first PLT binding to HIP (during its relocation when
-//! bound now — data relocations precede PLT ones — or at its first PLT call otherwise), or at
-//! the next namespace event. An object that reaches HIP *only* through its GOT (`-fno-plt`)
-//! runs unwrapped until that next event. A slot that holds anything but a real wrapped
-//! function is left alone, never guessed at.
+//! - [`fix_own_slots`]: the runtime's references to its own exports. [`crate::redirect`]
+//!   points the runtime's definitions at the wrappers before anything is relocated, so the
+//!   runtime's own PLT/GOT slots for those names would reach the wrappers too and its internal
+//!   calls would be counted as the program's. This puts the real functions back into them (a
+//!   slot holding the wrapper, or a PLT slot still holding its lazy-binding stub). When: at
+//!   `la_preinit` (all start-up objects are relocated then) and, for a runtime loaded by
+//!   `dlopen`, at the first use of a real function or the next namespace event (glibc reports
+//!   a `dlopen`'s `LA_ACT_CONSISTENT` *before* relocating it, seen on 2.36, so a slot still
+//!   unrelocated makes the object stay pending).
+//! - [`patch_object`]: the fallback when a definition could not be redirected (`mprotect`
+//!   refused): every slot of a program object holding the real address of a wrapped function
+//!   gets the wrapper, at `la_preinit` and later namespace events. Lazily bound PLT slots are
+//!   not covered by it; the hook logs an error in that case.
 //!
-//! Runs inside loader callbacks: no allocation, no lock, no logging. An object is patched
-//! once; a fixed table remembers which (past its capacity objects are re-scanned, which is
-//! only slower). Slots in the RELRO segment are made writable for the write and read-only
-//! again afterwards; objects whose program headers cannot be located are skipped.
+//! A slot that holds anything else (an interposer's function, say) is left alone, never
+//! guessed at. Runs inside loader callbacks: no allocation, no lock, no logging. An object is
+//! patched once; a fixed table remembers which (past its capacity objects are re-scanned,
+//! which is only slower). Slots in the RELRO segment are made writable for the write and
+//! read-only again afterwards; objects whose program headers cannot be located are skipped.
 
 use crate::audit::LinkMap;
 use crate::elf::{Elf64Dyn, Elf64Sym};

@@ -8,23 +8,24 @@
 //! # Architecture
 //!
 //! - `audit` (loader entry points, the only exports: `la_version`, `la_objopen`,
-//!   `la_symbind64`, `la_preinit`, `la_activity`, `la_objclose`; see `symbols.txt`).
-//!   `la_objopen` flags `libamdhip64.so*` (by file name or `DT_SONAME`), the base
-//!   namespace's libc and `libhsa-runtime64.so*` as BINDTO and BINDFROM, and every other
-//!   object except the loader and this module as BINDFROM, so the program's bindings to HIP,
-//!   everyone's bindings to `getenv` and the runtime's binding to `hsa_queue_create` are
-//!   audited; the runtime's calls to its own exports are audited too but keep their real
-//!   addresses. `la_symbind64` finds a HIP name in a compile-time hash
-//!   table (`symbols`) and returns the wrapper's address; PLT bindings and `dlsym` lookups
-//!   (`LA_SYMB_DLSYM`) alike. Bindings that never reach `la_symbind64` (address-taken
-//!   functions, weak-symbol tests, `-fno-plt`, `-z now` on glibc < 2.35) are GLOB_DAT/JUMP_SLOT
-//!   relocations; `got` rewrites those slots once the loader has relocated the object.
+//!   `la_preinit`, `la_activity`, `la_objclose`; see `symbols.txt`). When `la_objopen` sees
+//!   `libamdhip64.so*` (by file name or `DT_SONAME`), the base namespace's libc or
+//!   `libhsa-runtime64.so*`, `redirect` rewrites the `.dynsym` entries of the wrapped names
+//!   (found through a compile-time hash table, `symbols`) so that they resolve to the
+//!   wrappers, after saving the real addresses. Nothing is relocated against the object yet,
+//!   so every binding the loader makes from then on gets a wrapper: PLT calls (lazy or bound
+//!   now), GOT-only slots (`-fno-plt`, address-taken functions, weak-symbol tests), function
+//!   tables in data, `dlsym`, and libraries `dlopen`ed later, on every glibc from 2.17 on.
+//!   There is no `la_symbind64` (see "Start-up cost" below). Once the runtime is relocated,
+//!   `got` points its references to its own exports back at the real functions, so the
+//!   runtime's internal calls are not counted as the program's.
 //! - `hooks::{alloc, free, query, lookup, stream}`: the wrappers, one file per door family
 //!   (`stream` records which device each stream runs on); `hooks::env` answers `getenv` for
 //!   the pod's settings, `hooks::hsa` gives HSA queues the pod's priority. Each is a
 //!   plain `extern "C" fn` with the door's exact signature. The real function is the runtime's
-//!   export, found by a lookup in `libamdhip64`'s own dynamic symbol table (`elf`; no
-//!   `dlsym`) or taken from the binding, and cached in an atomic slot.
+//!   export, saved when its definition was redirected or found by a lookup in
+//!   `libamdhip64`'s own dynamic symbol table (`elf`; no `dlsym`), and cached in an atomic
+//!   slot.
 //! - `state`: built lazily on the first wrapped call (never in a loader callback): the
 //!   environment snapshot, the limits, the shared ledger and the allocation trackers. In a
 //!   process without any limit it records "pass-through" and every wrapper then costs one
@@ -103,9 +104,13 @@
 //!
 //! # Known limits
 //!
-//! - GOT-only bindings of an object loaded by `dlopen` are patched at its first PLT binding to
-//!   HIP or at the next loader event (glibc reports the `dlopen` before relocating it); an
-//!   object that calls HIP *only* through its GOT (`-fno-plt`) runs unwrapped until then.
+//! - A runtime loaded by `dlopen` has its references to its own exports pointed back at the
+//!   real functions at its first wrapped call or the next loader event (glibc reports nothing
+//!   after relocating a `dlopen`): an allocation the runtime makes for itself from an unwrapped
+//!   entry point before then is counted.
+//! - The redirected `.dynsym` entries are visible to anything that reads them: `dladdr` on a
+//!   wrapper names the HIP function, and a symbolizer reading the in-memory table sees the
+//!   wrapper's address for it.
 //! - A stream the hook did not see created (before the first wrapped call, or by an unwrapped
 //!   door) is taken to run on the current device unless the runtime exports
 //!   `hipStreamGetDevice`; synchronising such a stream leaves its device's cached pool blocks
@@ -121,8 +126,9 @@
 //!   2.36) allocates a record per PLT slot and runs its audit path on every *first* call
 //!   through a lazily bound slot, whatever `la_objopen` answered: a synthetic program binding
 //!   20,000 functions lazily starts about 45% slower (a 10-line C audit module that only
-//!   returns `sym->st_value` costs the same), i.e. roughly 0.4 µs per binding, once. Calls
-//!   after the first are unaffected (the loader stores the final address in the GOT).
+//!   returns `sym->st_value` costs the same). That is why this module redirects definitions
+//!   instead and exports no `la_symbind64`. Any audit module still costs something: glibc
+//!   2.35+ looks each bind-now PLT symbol up a second time for the audit interface.
 //! - Statically linked programs and musl load no audit module.
 
 mod audit;

@@ -640,7 +640,7 @@ fn hip_get_proc_address_hands_out_a_wrapped_hip_malloc() {
     assert_eq!(r.usage(3).1, 6 * MIB, "{r}");
 }
 
-/// `-z now` and LD_BIND_NOW=1: glibc 2.35+ still calls la_symbind for every binding.
+/// `-z now` and LD_BIND_NOW=1: every slot bound at start-up, to the redirected definition.
 #[test]
 fn bind_now_programs_are_wrapped() {
     let sb = Sandbox::new("bindnow", 1).limit("8m").binding(Binding::Now);
@@ -650,8 +650,8 @@ fn bind_now_programs_are_wrapped() {
     assert_eq!(r.usage(3).1, 6 * MIB, "{r}");
 }
 
-/// `-fno-plt` code calls through GOT slots that never pass la_symbind; the hook must still hold
-/// it to the limit (it rewrites those slots after load).
+/// `-fno-plt` code calls through GOT slots filled at start-up; the hook must still hold it to
+/// the limit (the slots resolve to the redirected definitions).
 #[test]
 fn no_plt_programs_are_wrapped() {
     let sb = Sandbox::new("noplt", 1).limit("8m").binding(Binding::NoPlt);

@@ -1,4 +1,4 @@
-//! hipGetProcAddress and hipGetDriverEntryPoint: function pointers that bypass la_symbind.
+//! hipGetProcAddress and hipGetDriverEntryPoint: function pointers that bypass symbol lookup.
 //!
 //! Both hand out the addresses of the simulator's *exported* symbols (the versioned
 //! trampolines), and only of symbols the built ABI exports.

@@ -1,7 +1,8 @@
 //! Doors that hand out function pointers: `hipGetProcAddress` and `hipGetDriverEntryPoint`.
 //!
-//! Their pointers never pass `la_symbind64`, so a program (Triton, TransformerEngine) calling
-//! through them would bypass every limit. After the real lookup succeeds, a pointer that is the
+//! Their pointers come from the runtime's own tables, never from a symbol lookup, so they are
+//! the real functions even though the definitions are redirected ([`crate::redirect`]); a
+//! program (Triton, TransformerEngine) calling through them would bypass every limit. After the real lookup succeeds, a pointer that is the
 //! real function of a wrapped symbol is replaced by that symbol's wrapper. The runtime may
 //! answer a name with a version-specific variant (`hipGetDeviceProperties` at version >= 600
 //! is `hipGetDevicePropertiesR0600`): the replacement is chosen by the address returned, so the

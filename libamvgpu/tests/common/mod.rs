@@ -67,7 +67,7 @@ pub enum Binding {
     Lazy,
     /// Linked with `-z now`: every PLT slot resolved at start-up.
     Now,
-    /// Compiled with `-fno-plt`: calls go through GOT slots that la_symbind never sees.
+    /// Compiled with `-fno-plt`: calls go through GLOB_DAT GOT slots, filled at start-up.
     NoPlt,
 }
 

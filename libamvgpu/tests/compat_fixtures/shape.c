@@ -252,8 +252,8 @@ int main(int argc, char **argv) {
 }
 
 #elif defined(SHAPE_MIXED)
-/* The same function reached through this program's PLT slot (la_symbind64) and through the
- * dispatch-table library's absolute slot (rewritten by the GOT patcher): 6 MiB by call, 2 MiB
+/* The same function reached through this program's PLT slot and through the dispatch-table
+ * library's absolute slot (both resolve to the redirected definition): 6 MiB by call, 2 MiB
  * through the table, then 1 MiB through the table must be refused. (Within one object GNU ld
  * routes a PLT call through the GLOB_DAT slot once the address is taken, so the two bindings
  * live in two objects.) Prints
