@@ -1,7 +1,7 @@
 //! hookbench: what `libamvgpu.so` costs a HIP program, measured side by side in one run.
 //!
 //! ```text
-//! cargo run --release -p benches --bin hookbench
+//! cargo run --release -p benches --bin hookbench [hot] [startup] [memory]
 //! ```
 //!
 //! Every figure comes from C fixtures (`benches/hook/*.c`) linked against the simulated
@@ -57,10 +57,34 @@ fn main() {
          medians of alternating runs\n"
     );
     let started = Instant::now();
-    let result = bench
-        .hot_paths()
-        .and_then(|_| bench.startup())
-        .and_then(|_| bench.memory());
+    // Sections to run: all by default, or those named on the command line.
+    let wanted: Vec<String> = std::env::args().skip(1).collect();
+    for name in &wanted {
+        if !["hot", "startup", "memory"].contains(&name.as_str()) {
+            eprintln!("hookbench: unknown section {name:?} (hot, startup, memory)");
+            std::process::exit(2);
+        }
+    }
+    let run = |name: &str| wanted.is_empty() || wanted.iter().any(|w| w == name);
+    let result = (if run("hot") {
+        bench.hot_paths()
+    } else {
+        Ok(())
+    })
+    .and_then(|_| {
+        if run("startup") {
+            bench.startup()
+        } else {
+            Ok(())
+        }
+    })
+    .and_then(|_| {
+        if run("memory") {
+            bench.memory()
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = result {
         eprintln!("hookbench: {e}");
         std::process::exit(1);
