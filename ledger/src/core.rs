@@ -42,6 +42,25 @@ impl core::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
+/// A free slot that is not clean: it holds usage or names a pid. Such garbage
+/// would distort every sum once the slot counts (below the high-water mark).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirtySlot {
+    pub slot: usize,
+    pub what: &'static str,
+}
+
+/// Why the free slot whose state word is `word` is not clean, if it is not.
+pub(crate) fn dirt(slot: &Slot, word: u64) -> Option<&'static str> {
+    if state::pid(word) != 0 {
+        Some("is free but names a pid")
+    } else if slot.used.iter().any(|u| u.load(Relaxed) != 0) {
+        Some("is free but holds usage")
+    } else {
+        None
+    }
+}
+
 /// What the algorithm needs from the operating system; faked in loom tests.
 pub(crate) trait Env {
     fn current_pid(&self) -> u32;
@@ -301,12 +320,29 @@ impl<E: Env> Core<'_, E> {
     }
 
     /// Claims a free slot for this process (reclaiming dead ones if none is
-    /// free) and publishes it in `me`. Cold: once per process and fork.
+    /// free) and publishes it in `me`. A dirty slot at or above the high-water
+    /// mark (see [`Core::claim_checked`]) is zeroed and used: the caller
+    /// already trusts the file. Cold: once per process and fork.
+    #[inline]
+    pub fn claim(&self) -> Option<usize> {
+        self.claim_inner(false).unwrap_or(None)
+    }
+
+    /// Like [`Core::claim`], but a free slot at or above the high-water mark
+    /// that is not clean (it holds usage or names a pid) is an error: such a
+    /// slot was never validated (opening validates only the slots below the
+    /// mark). The slot is zeroed and left free before returning, so that a
+    /// claimer racing past it cannot raise the mark over garbage.
+    #[inline]
+    pub fn claim_checked(&self) -> Result<Option<usize>, DirtySlot> {
+        self.claim_inner(true)
+    }
+
     #[cold]
     #[inline(never)]
-    pub fn claim(&self) -> Option<usize> {
+    fn claim_inner(&self, strict: bool) -> Result<Option<usize>, DirtySlot> {
         if let Some(index) = self.current_slot() {
-            return Some(index);
+            return Ok(Some(index));
         }
         let pid = self.env.current_pid();
         // Whatever is left here is 0 or a fork parent's stale word (pid_check
@@ -314,12 +350,16 @@ impl<E: Env> Core<'_, E> {
         let observed = self.me.mine.load(Acquire);
         if observed != 0 && (observed >> 32) as u32 == pid {
             // A sibling thread published its claim since we looked.
-            return self.current_slot();
+            return Ok(self.current_slot());
         }
         if self.local_only {
             self.reclaim_dead();
         }
         for _ in 0..RESERVE_ATTEMPTS {
+            // Every slot below the mark was checked, either when this ledger
+            // was opened or by the process that claimed it (which raises the
+            // mark only after its check). Slots at or above it are checked here.
+            let checked = self.header.slot_high_water.load(Acquire) as usize;
             for (index, slot) in self.slots.iter().enumerate() {
                 let word = slot.state.load(Acquire);
                 if state::status(word) != state::FREE {
@@ -336,6 +376,21 @@ impl<E: Env> Core<'_, E> {
                     .is_err()
                 {
                     continue;
+                }
+                // Ours now: nobody else writes its counters, so this check
+                // cannot race (and needs no re-read, unlike the check at open).
+                if index >= checked {
+                    if let Some(what) = dirt(slot, word) {
+                        for used in &slot.used {
+                            // SeqCst like every other write of `used`.
+                            used.store(0, SeqCst);
+                        }
+                        if strict {
+                            slot.state
+                                .store(state::pack(state::FREE, generation, 0), SeqCst);
+                            return Err(DirtySlot { slot: index, what });
+                        }
+                    }
                 }
                 slot.start_time.store(self.env.self_start_time(), Relaxed);
                 slot.claimed_unix_secs
@@ -355,26 +410,28 @@ impl<E: Env> Core<'_, E> {
                 slot.state
                     .store(state::pack(state::LIVE, generation, pid), Release);
                 let mine = (u64::from(pid) << 32) | (index as u64 + 1);
-                return match self
-                    .me
-                    .mine
-                    .compare_exchange(observed, mine, AcqRel, Acquire)
-                {
-                    Ok(_) => Some(index),
-                    Err(_) => {
-                        // A sibling thread claimed concurrently: keep its slot,
-                        // give ours back untouched (nothing was added to it).
-                        self.free_slot(index, generation);
-                        self.current_slot()
-                    }
-                };
+                return Ok(
+                    match self
+                        .me
+                        .mine
+                        .compare_exchange(observed, mine, AcqRel, Acquire)
+                    {
+                        Ok(_) => Some(index),
+                        Err(_) => {
+                            // A sibling thread claimed concurrently: keep its slot,
+                            // give ours back untouched (nothing was added to it).
+                            self.free_slot(index, generation);
+                            self.current_slot()
+                        }
+                    },
+                );
             }
             if self.reclaim_dead() == 0 && !self.reclaim_in_progress() {
                 break;
             }
             spin_hint();
         }
-        None
+        Ok(None)
     }
 
     /// Zeroes a slot this process owns (or won the right to reclaim) and

@@ -1,7 +1,7 @@
 //! `Ledger`: the region (a shared file mapping or process-private memory), the
 //! wipe-on-fork page, file creation and validation, and read-only snapshots.
 
-use crate::core::{Core, ProcState, Refused};
+use crate::core::{dirt, Core, ProcState, Refused};
 use crate::layout::*;
 use crate::os::{self, Fd, Mapping, OsEnv};
 use crate::sync::Ordering::*;
@@ -262,7 +262,9 @@ impl Ledger {
     ///
     /// Any failure — directory missing, read-only, not a regular file, wrong
     /// magic, layout version or size, truncated, garbage — is an `Err` naming
-    /// the path and the reason. The file is created with mode 0600 by writing
+    /// the path and the reason. This process's slot is claimed here (a slot
+    /// above the high-water mark is checked only when claimed; see the crate
+    /// docs). The file is created with mode 0600 by writing
     /// a complete header into a private temporary file in the same directory
     /// and hard-linking it into place, so a concurrent opener sees either no
     /// file or a complete one, and two creators end up on the same file.
@@ -281,12 +283,26 @@ impl Ledger {
             match os::open(&c_path, libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK, 0) {
                 Ok(fd) => {
                     let mapping = validate_and_map(path, &fd, true)?;
-                    return Ok(Ledger::from_region(
+                    let ledger = Ledger::from_region(
                         Backing::Mapped(mapping),
                         MAX_SLOTS,
                         true,
                         Some(path.to_path_buf()),
-                    ));
+                    );
+                    // Claim now, so that a dirty slot above the high-water mark
+                    // (which `validate_and_map` did not look at) is refused here,
+                    // like garbage below it. No slot free (every one held by a
+                    // live process) is not an error: `reserve` retries later.
+                    if let Err(dirty) = ledger.core().claim_checked() {
+                        return Err(LedgerError::new(
+                            path,
+                            Reason::Corrupt {
+                                slot: dirty.slot,
+                                what: dirty.what,
+                            },
+                        ));
+                    }
+                    return Ok(ledger);
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                     match create_file(path) {
@@ -672,7 +688,11 @@ fn validate_and_map(path: &Path, fd: &Fd, writable: bool) -> Result<Mapping, Led
             std::slice::from_raw_parts(mapping.ptr.add(HEADER_SIZE).cast::<Slot>(), MAX_SLOTS),
         )
     };
-    check_slots(path, slots)?;
+    // Only slots below the high-water mark take part in any sum; each one above
+    // it is checked by the process that claims it (`Core::claim_checked`), so a
+    // process start touches the pages of the slots in use, not all 210.
+    let high = (header.slot_high_water.load(Acquire) as usize).min(MAX_SLOTS);
+    check_slots(path, &slots[..high])?;
     if writable {
         adopt_pid_namespace(path, header, slots)?;
     }
@@ -716,18 +736,13 @@ fn check_slots(path: &Path, slots: &[Slot]) -> Result<(), LedgerError> {
         if state::status(word) != state::FREE {
             continue;
         }
-        let holds_usage = slot.used.iter().any(|u| u.load(Relaxed) != 0);
-        let names_pid = state::pid(word) != 0;
-        if (holds_usage || names_pid) && slot.state.load(Acquire) == word {
-            let what = if names_pid {
-                "is free but names a pid"
-            } else {
-                "is free but holds usage"
-            };
-            return Err(LedgerError::new(
-                path,
-                Reason::Corrupt { slot: index, what },
-            ));
+        if let Some(what) = dirt(slot, word) {
+            if slot.state.load(Acquire) == word {
+                return Err(LedgerError::new(
+                    path,
+                    Reason::Corrupt { slot: index, what },
+                ));
+            }
         }
     }
     Ok(())
@@ -801,7 +816,10 @@ fn snapshot_of(header: &Header, slots: &[Slot], path: Option<PathBuf>, shared: b
     let mut container_usage = [0u64; MAX_DEVICES];
     let mut out = Vec::new();
     let me = os::getpid();
-    for (index, slot) in slots.iter().enumerate() {
+    // Like every sum `reserve` makes: a slot above the mark was never claimed
+    // (and never checked, see `validate_and_map`).
+    let high = (header.slot_high_water.load(SeqCst) as usize).min(slots.len());
+    for (index, slot) in slots[..high].iter().enumerate() {
         let used = load_all(&slot.used);
         for (total, u) in container_usage.iter_mut().zip(used) {
             *total = total.saturating_add(u);

@@ -48,7 +48,8 @@
 //! slot and is reclaimed with it, exactly.
 //!
 //! `reserve(d, bytes, limit)`:
-//! 1. find this process's slot (one load; claimed on first use);
+//! 1. find this process's slot (one load; claimed by `open_shared`, or on
+//!    first use in a fork child or a process-local ledger);
 //! 2. `used[d] += bytes` (a checked CAS loop: a slot never wraps);
 //! 3. sum `used[d]` over all slots; if the sum is `<= limit`, admit;
 //! 4. otherwise subtract `bytes` again and re-sum. If the request would fit
@@ -154,9 +155,18 @@
 //! temporary file beside it (mode 0600, `O_EXCL`) and `link(2)`ing it into
 //! place: the name only ever refers to a complete file, exactly one of
 //! several racing creators wins, and the losers open the winner's file.
-//! Nothing waits on anything. Opening checks the file type, magic, version,
+//! Nothing waits on anything; the new file's slot pages are holes (only the
+//! header page is written). Opening checks the file type, magic, version,
 //! every layout field, the exact size, the PID namespace and that no free
-//! slot holds usage; each failure is a [`LedgerError`] naming the path.
+//! slot below `slot_high_water` holds usage or names a pid; each failure is a
+//! [`LedgerError`] naming the path. Slots at or above the mark were never
+//! claimed and are part of no sum, so they are not read at open (that would
+//! fault in all 208 slot pages at every process start): each is checked by
+//! the process that claims it, before it raises the mark. `open_shared`
+//! claims this process's slot at once, so a dirty slot there is the same
+//! [`Reason::Corrupt`] error; the slot is zeroed before the error is returned,
+//! so a claimer racing past it cannot raise the mark over garbage. (A later
+//! claim, a fork child's, zeroes such a slot and uses it.)
 //!
 //! # Cost
 //!

@@ -162,13 +162,37 @@ fn garbage_and_foreign_files_are_refused_with_the_reason() {
         "{err}"
     );
 
-    // A free slot that claims usage: garbage that would block every reserve.
+    // A free slot below the high-water mark that claims usage: garbage that
+    // would block every reserve, refused at open whichever slot we would claim.
     let mut bad = valid.clone();
     let slot5_used_dev0 = 0x1000 + 5 * 0x340 + 0x40;
     bad[slot5_used_dev0..slot5_used_dev0 + 8].copy_from_slice(&1u64.to_ne_bytes());
+    bad[HIGH_WATER..HIGH_WATER + 4].copy_from_slice(&6u32.to_ne_bytes());
     let err = open_err(&write(&dir, "freeused", &bad));
     assert!(
-        matches!(err.reason(), Reason::Corrupt { slot: 5, .. }),
+        matches!(
+            err.reason(),
+            Reason::Corrupt {
+                slot: 5,
+                what: "is free but holds usage"
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("corrupt: slot 5"), "{err}");
+    // The same for a free slot naming a pid.
+    let mut bad = valid.clone();
+    put_u64(&mut bad, SLOT0 + 3 * SLOT_SIZE, 4242);
+    bad[HIGH_WATER..HIGH_WATER + 4].copy_from_slice(&4u32.to_ne_bytes());
+    let err = open_err(&write(&dir, "freepid", &bad));
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::Corrupt {
+                slot: 3,
+                what: "is free but names a pid"
+            }
+        ),
         "{err}"
     );
 
@@ -196,6 +220,95 @@ fn plant_slot(bytes: &mut [u8], index: usize, pid: u32, start_time: u64, used: u
         bytes[HIGH_WATER..HIGH_WATER + 4].try_into().unwrap(),
     ));
     bytes[HIGH_WATER..HIGH_WATER + 4].copy_from_slice(&high.to_ne_bytes());
+}
+
+/// Sets the header's `slot_high_water`.
+fn set_high_water(bytes: &mut [u8], high: u32) {
+    bytes[HIGH_WATER..HIGH_WATER + 4].copy_from_slice(&high.to_ne_bytes());
+}
+
+#[test]
+fn a_dirty_slot_above_the_high_water_mark_is_refused_when_claimed() {
+    // Opening reads only the slots below the mark (the others are part of no
+    // sum); a slot above it is checked by whoever claims it. `open_shared`
+    // claims at once, so the process sees the same error as for garbage below
+    // the mark, naming the path and the slot.
+    let dir = scratch_dir("dirtyabove");
+    let mut bytes = valid_bytes(&dir);
+    set_high_water(&mut bytes, 0);
+    put_u64(&mut bytes, SLOT0 + 0x40 + 8 * 2, 777); // slot 0, used[2]
+    let path = write(&dir, "slot0", &bytes);
+    let err = open_err(&path);
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::Corrupt {
+                slot: 0,
+                what: "is free but holds usage"
+            }
+        ),
+        "{err}"
+    );
+    // The refusing opener zeroed the slot (so that a claimer racing past it
+    // could not raise the mark over garbage) and left it free and unclaimed.
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(after[SLOT0 + 0x50..SLOT0 + 0x58], [0; 8]);
+    assert_eq!(after[HIGH_WATER..HIGH_WATER + 4], 0u32.to_ne_bytes());
+    let word = u64::from_ne_bytes(after[SLOT0..SLOT0 + 8].try_into().unwrap());
+    assert_eq!((word >> 62, word as u32), (0, 0), "free, no pid: {word:#x}");
+    // The next process gets a clean slot.
+    let ledger = Ledger::open_shared(&path).expect("slot was cleaned");
+    assert_eq!(ledger.container_usage(2), 0);
+    drop(ledger);
+
+    // Slot 0 held by a live process (pid 1, start time unknown), slot 1 above
+    // the mark names a pid while free: the opener claims slot 1 and refuses.
+    let mut bytes = valid_bytes(&dir);
+    put_u64(&mut bytes, SLOT0, (2u64 << 62) | (1 << 32) | 1);
+    set_high_water(&mut bytes, 1);
+    put_u64(&mut bytes, SLOT0 + SLOT_SIZE, 31337);
+    let err = open_err(&write(&dir, "slot1", &bytes));
+    assert!(
+        matches!(
+            err.reason(),
+            Reason::Corrupt {
+                slot: 1,
+                what: "is free but names a pid"
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn garbage_written_above_the_mark_after_open_is_caught_by_the_next_claimer() {
+    let dir = scratch_dir("dirtylater");
+    let path = dir.join("ledger");
+    let first = Ledger::open_shared(&path).unwrap();
+    first.reserve(0, 100, 1000).unwrap();
+    // Slot 1 (above the mark, which is 1) is scribbled on by something else.
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&5u64.to_ne_bytes(), (SLOT0 + SLOT_SIZE + 0x40) as u64)
+            .unwrap();
+    }
+    // Not part of any sum while above the mark.
+    assert_eq!(first.container_usage(0), 100);
+    let err = open_err(&path);
+    assert!(
+        matches!(err.reason(), Reason::Corrupt { slot: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(first.container_usage(0), 100);
+    // Garbage above the mark does not stop an opener that claims below it.
+    let mut bytes = valid_bytes(&dir);
+    set_high_water(&mut bytes, 1);
+    put_u64(&mut bytes, SLOT0 + 7 * SLOT_SIZE + 0x40, 9);
+    let path = write(&dir, "far", &bytes);
+    let ledger = Ledger::open_shared(&path).expect("slot 7 is not claimed");
+    assert_eq!(ledger.container_usage(0), 0);
+    assert_eq!(open_readonly(&path).unwrap().container_usage[0], 0);
 }
 
 #[test]
