@@ -15,11 +15,24 @@
 //!    said when the module was built). One `KEY=VALUE` per line, taken literally (no quotes,
 //!    no `export`, no expansion); blank lines and lines starting with `#` are skipped; a line
 //!    without `=` is skipped with a warning naming the file and line. At most 64 KiB.
-//! 3. for the pod's settings ([`inherited`]) that are still missing, the nearest ancestor
-//!    process that has them: the parent chain from `/proc/<pid>/stat`, each ancestor's
-//!    `/proc/<pid>/environ`, and finally PID 1 if the chain did not reach it. This keeps a
-//!    child that was started with a clean environment (`env -i`, `execve` with a short
-//!    array) under the pod's limits, as long as `LD_AUDIT` itself survived.
+//! 3. only when the first two give none of the settings that carry the pod's policy
+//!    ([`policy`]: the limits, the shared ledger, the CU masks, oversubscription, task priority)
+//!    — a child started with a clean environment (`env -i`, `execve` with a short array) in
+//!    which `LD_AUDIT` itself survived — the ancestors: the parent chain (`getppid`, then
+//!    `/proc/<pid>/stat`), each ancestor's `/proc/<pid>/environ`, up to the nearest ancestor
+//!    that carries the policy. The pod's settings ([`inherited`]) still missing are taken from
+//!    that one ancestor and the walk ends there; PID 1 is the fallback when no ancestor in the
+//!    chain carries the policy.
+//!
+//! Why only then, and why one ancestor: the snapshot is taken in every hooked process, and the
+//! walk costs a dozen or more system calls and 150k or more instructions per process start,
+//! even when it finds nothing; a process that already has the pod's limit (the normal case: every
+//! process of the container inherits it) is not a stripped child, and a setting it lacks (say
+//! `HSA_CU_MASK`) was left out by its own environment, not lost. And settings taken from one
+//! source are coherent (one pod's limit, ledger and CU mask), never a mix of what different
+//! ancestors happened to export. The device-visibility lists and the log level do not count as
+//! the policy: a launcher that starts a worker with a short environment naming its GPU, or a
+//! user who turns on `LIBHIP_LOG_LEVEL`, must not switch the limit off.
 //!
 //! The walk stops at the first ancestor whose real or effective uid differs from this
 //! process's real uid: the kernel would refuse to show its environment anyway, and a process
@@ -224,21 +237,22 @@ pub fn merge_ancestor(records: &mut Vec<u8>, ancestor: &[u8]) -> usize {
     taken
 }
 
-/// True when every fixed-name pod setting and at least one limit is present: an ancestor
-/// cannot add anything the process needs, so the walk can stop early.
-fn complete(records: &[u8]) -> bool {
-    const FIXED: &[&[u8]] = &[
-        b"HIP_DEVICE_MEMORY_SHARED_CACHE",
-        b"ROCR_VISIBLE_DEVICES",
-        b"HIP_VISIBLE_DEVICES",
-        b"HSA_CU_MASK",
-        b"ROC_GLOBAL_CU_MASK",
-        b"HIP_OVERSUBSCRIBE",
-        b"AMD_TASK_PRIORITY",
-        b"LIBHIP_LOG_LEVEL",
-        config::LIMIT_VAR,
-    ];
-    FIXED.iter().all(|name| has(records, name))
+/// True for the pod's settings that carry its policy: all of [`inherited`] except the
+/// device-visibility lists and the log level, which programs routinely set themselves for the
+/// children they start (one worker per GPU, a debugging run). A process whose initial
+/// environment and config file have one of these is not a stripped child: its settings are
+/// complete as they are, and no ancestor is read.
+pub fn policy(name: &[u8]) -> bool {
+    inherited(name)
+        && !matches!(
+            name,
+            b"ROCR_VISIBLE_DEVICES" | b"HIP_VISIBLE_DEVICES" | b"LIBHIP_LOG_LEVEL"
+        )
+}
+
+/// True when `records` has a variable that carries the pod's policy ([`policy`]).
+fn has_policy(records: &[u8]) -> bool {
+    Snapshot::from_records_ref(records).any(|(name, _)| policy(name))
 }
 
 /// Builds the snapshot from all sources, then logs (at the level it configures) what it did.
@@ -300,7 +314,9 @@ fn build() -> Global {
         },
     }
 
-    if !complete(&records) {
+    if has_policy(&records) {
+        notes.push("the pod's settings come from this process's own sources".to_string());
+    } else {
         walk_ancestors(&mut records, &mut notes);
     }
 
@@ -322,7 +338,8 @@ fn build() -> Global {
     Global { snapshot, source }
 }
 
-/// Merges the pod's settings from the parent chain, nearest first, then PID 1.
+/// Merges the pod's settings from the nearest ancestor that carries the pod's policy, or from
+/// PID 1 when no ancestor in the chain does.
 fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<String>) {
     // SAFETY: getuid/getppid have no preconditions.
     let (uid, mut pid) = unsafe { (libc::getuid(), libc::getppid()) };
@@ -343,13 +360,16 @@ fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<String>) {
                 "ancestor {pid}: {what}: {}; skipped",
                 std::io::Error::from_raw_os_error(errno)
             )),
-            Visit::Read(taken) if taken > 0 => {
-                notes.push(format!("ancestor {pid}: {taken} pod setting(s) inherited"))
+            Visit::Read(taken) => {
+                notes.push(format!(
+                    "ancestor {pid}: {taken} pod setting(s) inherited; the walk ends there"
+                ));
+                return;
             }
-            Visit::Read(_) => {}
+            Visit::NoPolicy => {}
         }
-        if complete(records) {
-            return;
+        if pid == 1 {
+            break;
         }
         match parent_of(pid) {
             Some(parent) => pid = parent,
@@ -361,10 +381,8 @@ fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<String>) {
     }
     if !visited_init {
         match visit(1, uid, records) {
-            Visit::Read(taken) if taken > 0 => {
-                notes.push(format!("PID 1: {taken} pod setting(s) inherited"))
-            }
-            Visit::Read(_) => {}
+            Visit::Read(taken) => notes.push(format!("PID 1: {taken} pod setting(s) inherited")),
+            Visit::NoPolicy => {}
             Visit::OtherUser => notes.push("PID 1 runs as another user; skipped".to_string()),
             Visit::Unreadable(what, errno) => notes.push(format!(
                 "PID 1: {what}: {}; skipped",
@@ -375,7 +393,11 @@ fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<String>) {
 }
 
 enum Visit {
+    /// The ancestor carries the pod's policy; this many of its pod settings were missing here
+    /// and taken.
     Read(usize),
+    /// Readable, but without any setting that carries the pod's policy: nothing taken.
+    NoPolicy,
     OtherUser,
     Unreadable(&'static str, i32),
 }
@@ -391,7 +413,11 @@ fn visit(pid: libc::pid_t, uid: libc::uid_t, records: &mut Vec<u8>) -> Visit {
     match read_file(&proc_path(pid, "environ"), usize::MAX) {
         Ok(mut env) => {
             terminate(&mut env);
-            Visit::Read(merge_ancestor(records, &env))
+            if has_policy(&env) {
+                Visit::Read(merge_ancestor(records, &env))
+            } else {
+                Visit::NoPolicy
+            }
         }
         Err(errno) => Visit::Unreadable("environ", errno),
     }

@@ -137,6 +137,121 @@ fn without_a_pod_setting_anywhere_the_child_is_not_limited() {
 }
 
 #[test]
+fn a_child_whose_environment_has_the_pods_limit_takes_nothing_from_its_ancestors() {
+    // The normal case, and the cheap one: a process whose own environment carries the pod's
+    // policy (here its limit and ledger) is not a stripped child, so no ancestor is read and a
+    // setting its environment left out (the parent's CU mask and devices) stays unset.
+    let dir = testkit::temp_dir();
+    let child = [
+        "get:HSA_CU_MASK",
+        "rt:HSA_CU_MASK",
+        "get:ROCR_VISIBLE_DEVICES",
+        "get:HIP_DEVICE_MEMORY_LIMIT",
+        "malloc:6291456",
+        "malloc:4194304",
+    ]
+    .join("+");
+    let spawn = format!(
+        "spawn-env:HIP_DEVICE_MEMORY_LIMIT,HIP_DEVICE_MEMORY_SHARED_CACHE,LIBHIP_LOG_LEVEL=4:{child}"
+    );
+    let out = run(&dir, &[&spawn])
+        .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+        .env("HSA_CU_MASK", "0:0-7")
+        .env("ROCR_VISIBLE_DEVICES", "0")
+        .output();
+    expect(
+        &out,
+        &[
+            "get HSA_CU_MASK=(null)",
+            "rt HSA_CU_MASK=(null)",
+            "get ROCR_VISIBLE_DEVICES=(null)",
+            "get HIP_DEVICE_MEMORY_LIMIT=8m",
+            "malloc 0",
+            "malloc 2",
+            "child 0",
+        ],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("the pod's settings come from this process's own sources"),
+        "{err}"
+    );
+    assert!(!err.contains("ancestor"), "{err}");
+}
+
+#[test]
+fn a_child_given_only_its_gpu_and_log_level_still_gets_the_pods_limit() {
+    // Visible devices and the log level are what a launcher or a user sets for a child itself;
+    // they do not carry the pod's policy, so such a child is still a stripped one and gets the
+    // pod's settings from its parent (its own values win).
+    let dir = testkit::temp_dir();
+    let child = [
+        "get:ROCR_VISIBLE_DEVICES",
+        "get:HSA_CU_MASK",
+        "get:HIP_DEVICE_MEMORY_LIMIT",
+        "malloc:6291456",
+        "malloc:4194304",
+    ]
+    .join("+");
+    let spawn = format!("spawn-env:ROCR_VISIBLE_DEVICES=1,LIBHIP_LOG_LEVEL=4:{child}");
+    let out = run(&dir, &[&spawn])
+        .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+        .env("HSA_CU_MASK", "0:0-7")
+        .env("ROCR_VISIBLE_DEVICES", "0")
+        .output();
+    expect(
+        &out,
+        &[
+            "get ROCR_VISIBLE_DEVICES=1",
+            "get HSA_CU_MASK=0:0-7",
+            "get HIP_DEVICE_MEMORY_LIMIT=8m",
+            "malloc 0",
+            "malloc 2",
+            "child 0",
+        ],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("pod setting(s) inherited; the walk ends there"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_stripped_child_takes_the_pods_settings_from_the_nearest_ancestor_that_has_them_only() {
+    // top (limit 8m, CU mask) -> middle (only ROC_GLOBAL_CU_MASK: a policy setting, no limit)
+    // -> clean grandchildren. Each grandchild takes the middle's settings and stops there: it
+    // runs as its parent does (no limit), not with a mix of the middle's and the top's.
+    let dir = testkit::temp_dir();
+    let middle = [
+        "spawn-clean:get:ROC_GLOBAL_CU_MASK",
+        "spawn-clean:get:HSA_CU_MASK",
+        "spawn-clean:get:HIP_DEVICE_MEMORY_LIMIT",
+        "spawn-clean:malloc:10485760",
+    ]
+    .join("+");
+    let spawn = format!("spawn-env:ROC_GLOBAL_CU_MASK=0xff:{middle}");
+    let out = run(&dir, &[&spawn])
+        .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+        .env("HSA_CU_MASK", "0:0-7")
+        .output();
+    expect(
+        &out,
+        &[
+            "get ROC_GLOBAL_CU_MASK=0xff",
+            "child 0",
+            "get HSA_CU_MASK=(null)",
+            "child 0",
+            "get HIP_DEVICE_MEMORY_LIMIT=(null)",
+            "child 0",
+            "malloc 0",
+            "child 0",
+            "child 0",
+        ],
+    );
+}
+
+#[test]
 fn setenv_before_the_first_hip_call_changes_nothing_enforced() {
     let dir = testkit::temp_dir();
     let out = run(

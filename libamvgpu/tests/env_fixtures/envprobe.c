@@ -17,6 +17,8 @@
  *                    list (`+` between steps) and an environment of only LD_AUDIT and
  *                    LD_LIBRARY_PATH; the parent waits    -> "child <exit status>"
  *   spawn-clean-as:UID:...  the same, the child switching to UID (gid UID) before the exec
+ *   spawn-env:LIST:...  like spawn-clean, the child's environment also holding LIST, a
+ *                    comma-separated list of NAME=VALUE (given) and NAME (this process's value)
  */
 #define _GNU_SOURCE
 #include "fixture.h"
@@ -40,17 +42,32 @@ static int queue_priority(void) {
     return prio;
 }
 
-static int spawn_clean(char *self, char *steps, long uid) {
+static int spawn_clean(char *self, char *steps, long uid, char *extra) {
     char *args[64];
     int n = 0;
     args[n++] = self;
     for (char *s = strtok(steps, "+"); s && n < 63; s = strtok(NULL, "+")) args[n++] = s;
     args[n] = NULL;
-    static char audit[4096], libpath[4096];
+    static char audit[4096], libpath[4096], given[16][4096];
     snprintf(audit, sizeof audit, "LD_AUDIT=%s", getenv("LD_AUDIT") ? getenv("LD_AUDIT") : "");
     snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s",
              getenv("LD_LIBRARY_PATH") ? getenv("LD_LIBRARY_PATH") : "");
-    char *env[] = {audit, libpath, NULL};
+    char *env[20] = {audit, libpath};
+    int e = 2;
+    char *save = NULL;
+    for (char *v = extra ? strtok_r(extra, ",", &save) : NULL; v && e < 18;
+         v = strtok_r(NULL, ",", &save)) {
+        if (strchr(v, '=')) {
+            snprintf(given[e], sizeof given[e], "%s", v);
+        } else {
+            const char *own = getenv(v);
+            CHECK(own != NULL);
+            snprintf(given[e], sizeof given[e], "%s=%s", v, own);
+        }
+        env[e] = given[e];
+        e++;
+    }
+    env[e] = NULL;
     fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0);
@@ -119,12 +136,17 @@ int main(int argc, char **argv) {
             }
             printf("\n");
         } else if (strcmp(step, "spawn-clean") == 0) {
-            printf("child %d\n", spawn_clean(argv[0], arg, -1));
+            printf("child %d\n", spawn_clean(argv[0], arg, -1, NULL));
         } else if (strcmp(step, "spawn-clean-as") == 0) {
             char *rest = strchr(arg, ':');
             CHECK(rest != NULL);
             *rest++ = 0;
-            printf("child %d\n", spawn_clean(argv[0], rest, strtol(arg, NULL, 10)));
+            printf("child %d\n", spawn_clean(argv[0], rest, strtol(arg, NULL, 10), NULL));
+        } else if (strcmp(step, "spawn-env") == 0) {
+            char *rest = strchr(arg, ':');
+            CHECK(rest != NULL);
+            *rest++ = 0;
+            printf("child %d\n", spawn_clean(argv[0], rest, -1, arg));
         } else {
             fprintf(stderr, "envprobe: unknown step %s\n", step);
             return 2;
