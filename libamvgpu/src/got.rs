@@ -34,6 +34,7 @@ const DT_SYMTAB: i64 = 6;
 const DT_RELA: i64 = 7;
 const DT_RELASZ: i64 = 8;
 const DT_JMPREL: i64 = 23;
+const DT_RELACOUNT: i64 = 0x6fff_fff9;
 
 #[cfg(target_arch = "x86_64")]
 const PATCHABLE: [u32; 3] = [
@@ -318,6 +319,7 @@ unsafe fn for_each_symbol_slot(
     };
     let (mut strtab, mut symtab) = (0usize, 0usize);
     let (mut rela, mut relasz, mut jmprel, mut pltrelsz) = (0usize, 0usize, 0usize, 0usize);
+    let mut relative = 0usize;
     let mut entry = map.l_ld as *const Elf64Dyn;
     loop {
         // SAFETY: the dynamic array is DT_NULL-terminated and mapped (live object).
@@ -328,6 +330,7 @@ unsafe fn for_each_symbol_slot(
             DT_SYMTAB => symtab = absolute(val),
             DT_RELA => rela = absolute(val),
             DT_RELASZ => relasz = val as usize,
+            DT_RELACOUNT => relative = val as usize,
             DT_JMPREL => jmprel = absolute(val),
             DT_PLTRELSZ => pltrelsz = val as usize,
             _ => {}
@@ -338,12 +341,14 @@ unsafe fn for_each_symbol_slot(
     if strtab == 0 || symtab == 0 {
         return None;
     }
-    for (table, size) in [(rela, relasz), (jmprel, pltrelsz)] {
+    // DT_RELACOUNT: the leading R_*_RELATIVE entries of DT_RELA (linkers sort them first), which
+    // name no symbol; skipping them spares a pass over thousands of entries in large objects.
+    for (table, size, skip) in [(rela, relasz, relative), (jmprel, pltrelsz, 0)] {
         if table == 0 {
             continue;
         }
         let count = size / core::mem::size_of::<Elf64Rela>();
-        for i in 0..count {
+        for i in skip.min(count)..count {
             // SAFETY: `i` indexes the relocation table of DT_RELASZ / DT_PLTRELSZ bytes.
             let r = unsafe { &*(table as *const Elf64Rela).add(i) };
             let kind = (r.r_info & 0xffff_ffff) as u32;
@@ -401,6 +406,7 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
     // A wrapped slot still holding 0 was not relocated yet (glibc reports a dlopen's
     // LA_ACT_CONSISTENT before relocating it): look again at the next loader event.
     let mut unrelocated = false;
+    let mut writer = SlotWriter::new(relro);
     let visit = |_, name, slot: *mut usize| {
         // SAFETY: `name` is NUL-terminated (from the object's string table).
         let Some(wrapped) = (unsafe { symbols::find_c(name) }) else {
@@ -414,7 +420,7 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
         }
         if let Some(wrapper) = symbols::wrapper_for_real(wrapped, current) {
             // SAFETY: the slot is inside this object's relocated data (see above).
-            unsafe { write_slot(slot, wrapper, relro) };
+            unsafe { writer.write(slot, wrapper) };
         }
     };
     // SAFETY: caller guarantee (live object).
@@ -470,6 +476,7 @@ pub unsafe fn fix_own_slots(
     let (start, end) = headers.extent();
     let base = map.l_addr;
     let mut unrelocated = false;
+    let mut writer = SlotWriter::new(relro);
     let visit = |kind, name, slot: *mut usize| {
         let Some((from, to)) = decide(name) else {
             return;
@@ -489,8 +496,8 @@ pub unsafe fn fix_own_slots(
         let lazy_stub = plt && current >= start && current < end;
         if current == from || lazy_stub {
             // SAFETY: the object is relocated (checked above), so the slot is writable data
-            // or RELRO, which `write_slot` handles.
-            unsafe { write_slot(slot, to, relro) };
+            // or RELRO, which the writer handles.
+            unsafe { writer.write(slot, to) };
         }
     };
     // SAFETY: caller guarantee (live object).
@@ -505,31 +512,76 @@ pub unsafe fn fix_own_slots(
     }
 }
 
-/// Writes one slot, lifting RELRO protection around the write if the slot is in it.
-///
-/// # Safety
-/// `slot` must be a mapped, pointer-sized, aligned slot of a loaded object.
-unsafe fn write_slot(slot: *mut usize, value: usize, relro: Option<(usize, usize)>) {
-    let addr = slot as usize;
-    let protected = relro.is_some_and(|(start, end)| addr >= start && addr < end);
-    if protected {
+/// Writes the relocation slots of one object. Slots in the RELRO segment are read-only once
+/// the loader is done with the object: the first such write lifts the protection of the whole
+/// RELRO range (one `mprotect`), and dropping the writer restores it (one more), rather than a
+/// pair of calls per slot, each of which splits and merges the mapping.
+struct SlotWriter {
+    /// The pages the loader made read-only, `[start, end)`, if any.
+    protected: Option<(usize, usize)>,
+    /// Set once the protected range was made writable; `Err` once that failed.
+    opened: Option<Result<(), ()>>,
+}
+
+impl SlotWriter {
+    /// `relro` is the object's PT_GNU_RELRO range; `None` writes everything directly (an
+    /// object still being relocated, or one without RELRO).
+    fn new(relro: Option<(usize, usize)>) -> SlotWriter {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let start = addr & !(page - 1);
-        // SAFETY: the page belongs to the object's RELRO segment, which is mapped; making it
-        // writable for one store and read-only again restores the loader's protection.
-        unsafe {
-            if libc::mprotect(start as *mut _, page, libc::PROT_READ | libc::PROT_WRITE) != 0 {
+        // The loader protects whole pages from the start of RELRO to its end rounded *down*
+        // (glibc's _dl_protect_relro): a slot on the last partial page stays writable.
+        let protected = relro
+            .map(|(start, end)| (start & !(page - 1), end & !(page - 1)))
+            .filter(|(start, end)| start < end);
+        SlotWriter {
+            protected,
+            opened: None,
+        }
+    }
+
+    /// Writes `value` into `slot`; does nothing if the protection could not be lifted.
+    ///
+    /// # Safety
+    /// `slot` must be a mapped, pointer-sized, aligned relocation target of the object whose
+    /// RELRO range this writer was made with.
+    unsafe fn write(&mut self, slot: *mut usize, value: usize) {
+        let addr = slot as usize;
+        if let Some((start, end)) = self.protected.filter(|&(s, e)| addr >= s && addr < e) {
+            let opened = *self.opened.get_or_insert_with(|| {
+                // SAFETY: [start, end) are the object's RELRO pages, mapped read-only by the
+                // loader; adding PROT_WRITE to its private mapping only enables these writes.
+                let rc = unsafe {
+                    libc::mprotect(
+                        start as *mut _,
+                        end - start,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                    )
+                };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(())
+                }
+            });
+            if opened.is_err() {
                 return;
             }
-            slot.write_volatile(value);
-            libc::mprotect(start as *mut _, page, libc::PROT_READ);
         }
-    } else {
-        // SAFETY: a non-RELRO relocation target is writable data (GOT/.got.plt/.data).
+        // SAFETY: the slot is writable: data, the unprotected tail of RELRO, or RELRO pages
+        // made writable above (caller guarantee for the address).
         unsafe { slot.write_volatile(value) };
+        PATCHED.fetch_add(1, Ordering::Relaxed);
     }
-    PATCHED.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Drop for SlotWriter {
+    fn drop(&mut self) {
+        if let (Some(Ok(())), Some((start, end))) = (self.opened, self.protected) {
+            // SAFETY: restores the read-only protection the loader gave these RELRO pages.
+            unsafe { libc::mprotect(start as *mut _, end - start, libc::PROT_READ) };
+        }
+    }
 }
 
 #[cfg(test)]
