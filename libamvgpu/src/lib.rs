@@ -35,7 +35,9 @@
 //!   overshoots, across threads and processes, and reclaims dead processes), `release` after
 //!   each successful free, and `Tracker`s from pointer/array/handle to what was reserved.
 //! - `glibc_compat`: keeps the import floor at GLIBC_2.17 although `std` is built against a
-//!   newer glibc (hidden definitions of the few newer symbols `std` references).
+//!   newer glibc (hidden definitions of the few newer symbols `std` references), and keeps
+//!   `libgcc_s` out of the process (hidden definitions of the unwinder entry points, which a
+//!   `panic = "abort"` module never uses).
 //!
 //! # Variables read (once per process, into an immutable snapshot)
 //!

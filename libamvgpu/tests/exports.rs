@@ -57,6 +57,26 @@ fn exported_symbols_are_exactly_the_checked_in_list() {
     );
 }
 
+/// The module defines the unwinder entry points itself (src/glibc_compat.rs), so the loader
+/// has no `libgcc_s.so.1` to find and map in every hooked process; it needs libc, the loader and
+/// (for glibc < 2.34) `libpthread.so.0`, nothing else.
+#[test]
+fn links_no_unwinder() {
+    let dynamic = tool_output("readelf", &["-d"], &hook_path());
+    let needed: BTreeSet<&str> = dynamic
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert!(needed.contains("libc.so.6"), "{dynamic}");
+    assert!(needed.contains("libpthread.so.0"), "{dynamic}");
+    assert!(
+        !needed.iter().any(|n| n.starts_with("libgcc_s")),
+        "{dynamic}"
+    );
+    assert!(needed.len() <= 3, "unexpected NEEDED entries: {needed:?}");
+}
+
 #[test]
 fn needs_no_glibc_newer_than_2_17() {
     let dump = tool_output("objdump", &["-T"], &hook_path());
