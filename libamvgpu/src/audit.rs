@@ -58,6 +58,18 @@ static PENDING_RUNTIME: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut(
 /// The same for `libhsa-runtime64` and its `hsa_queue_create`.
 static PENDING_HSA: AtomicPtr<LinkMap> = AtomicPtr::new(core::ptr::null_mut());
 
+/// Cleared once every one of the runtime's references to its own wrapped exports points at the
+/// real function (see [`reentry_possible`]); set again whenever a runtime is (re)loaded.
+static REENTRY_POSSIBLE: AtomicBool = AtomicBool::new(true);
+
+/// Whether the runtime can still reach a wrapper from inside a real function (its own slots
+/// are not all settled, or its definitions could not be redirected): the wrappers then keep
+/// their per-thread re-entrancy guard. One relaxed load.
+#[inline]
+pub fn reentry_possible() -> bool {
+    REENTRY_POSSIBLE.load(Ordering::Relaxed)
+}
+
 /// Set when the runtime's relocations could not be read to fix its own references.
 static OWN_UNREADABLE: AtomicBool = AtomicBool::new(false);
 
@@ -235,6 +247,7 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: i64, cookie: *mut u
                 match outcome {
                     Ok(_) => {
                         REDIRECT_FAILURE.store(NO_FAILURE, Ordering::Relaxed);
+                        REENTRY_POSSIBLE.store(true, Ordering::Relaxed);
                         PENDING_RUNTIME.store(map, Ordering::Release);
                     }
                     Err(failure) => REDIRECT_FAILURE.store(encode(failure), Ordering::Relaxed),
@@ -351,7 +364,13 @@ pub fn settle_runtime() {
             let real = symbols::redirected(sym);
             (real != 0).then_some((symbols::wrapper(sym)?, real))
         };
-        settle(&PENDING_RUNTIME, runtime, decide);
+        if settle(&PENDING_RUNTIME, runtime, decide) == Fixed::Done
+            && PENDING_RUNTIME.load(Ordering::Acquire).is_null()
+        {
+            // Every own slot now holds the real function: nothing in the runtime leads back
+            // into a wrapper.
+            REENTRY_POSSIBLE.store(false, Ordering::Relaxed);
+        }
     }
     let hsa = PENDING_HSA.load(Ordering::Acquire);
     if !hsa.is_null() {
@@ -365,7 +384,7 @@ pub fn settle_runtime() {
                 _ => None,
             }
         };
-        settle(&PENDING_HSA, hsa, decide);
+        let _ = settle(&PENDING_HSA, hsa, decide);
     }
 }
 
@@ -374,11 +393,11 @@ fn settle(
     pending: &AtomicPtr<LinkMap>,
     map: *mut LinkMap,
     decide: impl Fn(*const c_char) -> Option<(usize, usize)>,
-) {
+) -> Fixed {
     // SAFETY: a pending map is live: la_objclose clears it before the object goes away.
     let outcome = unsafe { crate::got::fix_own_slots(map, decide) };
     match outcome {
-        Fixed::Done | Fixed::Unreadable => {
+        Fixed::Done | Fixed::Partial | Fixed::Unreadable => {
             if outcome == Fixed::Unreadable {
                 OWN_UNREADABLE.store(true, Ordering::Relaxed);
             }
@@ -391,6 +410,7 @@ fn settle(
         }
         Fixed::NotRelocated | Fixed::Busy => {}
     }
+    outcome
 }
 
 /// Patches the GOT of every relocated program object of the base namespace (see

@@ -435,6 +435,9 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
 pub enum Fixed {
     /// Every slot holds what it should; the object is remembered as done.
     Done,
+    /// Done, but some slot holds something else (an interposer's function, say), left alone;
+    /// the object is remembered as done.
+    Partial,
     /// Some slot is not relocated yet (a `dlopen` in progress): try again later.
     NotRelocated,
     /// Another thread is patching right now: try again later.
@@ -476,6 +479,7 @@ pub unsafe fn fix_own_slots(
     let (start, end) = headers.extent();
     let base = map.l_addr;
     let mut unrelocated = false;
+    let mut foreign = false;
     let mut writer = SlotWriter::new(relro);
     let visit = |kind, name, slot: *mut usize| {
         let Some((from, to)) = decide(name) else {
@@ -498,6 +502,12 @@ pub unsafe fn fix_own_slots(
             // SAFETY: the object is relocated (checked above), so the slot is writable data
             // or RELRO, which the writer handles.
             unsafe { writer.write(slot, to) };
+            // SAFETY: as above: a mapped slot.
+            if unsafe { slot.read_volatile() } != to {
+                foreign = true; // the write was refused (RELRO could not be lifted)
+            }
+        } else {
+            foreign = true;
         }
     };
     // SAFETY: caller guarantee (live object).
@@ -507,7 +517,11 @@ pub unsafe fn fix_own_slots(
         Some(()) if unrelocated => Fixed::NotRelocated,
         Some(()) => {
             mark_done(map_addr);
-            Fixed::Done
+            if foreign {
+                Fixed::Partial
+            } else {
+                Fixed::Done
+            }
         }
     }
 }

@@ -342,6 +342,14 @@ fn report_binding_problems() {
             failure.describe()
         );
     }
+    log::debug!(
+        "runtime's own references {}",
+        if crate::audit::reentry_possible() {
+            "may still reach the wrappers: per-thread re-entrancy guard on"
+        } else {
+            "all reach its real functions: no re-entrancy guard needed"
+        }
+    );
     if crate::audit::own_slots_unreadable() {
         log::warn!(
             "cannot read libamdhip64's relocations: its calls to its own HIP functions may be \

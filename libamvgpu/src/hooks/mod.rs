@@ -32,24 +32,39 @@ thread_local! {
 pub(crate) struct Active {
     pub state: &'static State,
     /// This thread's `IN_HOOK` slot, kept so that leaving costs no second TLS lookup (in a
-    /// `dlopen`ed module each lookup is a `__tls_get_addr` call). The raw pointer also makes
-    /// `Active` `!Send`: it never leaves its thread.
+    /// `dlopen`ed module each lookup is a `__tls_get_addr` call); null when the guard is off
+    /// (see [`hook`]). The raw pointer also makes `Active` `!Send`: it never leaves its thread.
     flag: *const Cell<bool>,
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        // SAFETY: `flag` is this thread's TLS slot (see `hook`); `Active` cannot leave the
-        // thread and lives shorter than it, so the slot is alive.
-        unsafe { (*self.flag).set(false) };
+        if !self.flag.is_null() {
+            // SAFETY: `flag` is this thread's TLS slot (see `hook`); `Active` cannot leave the
+            // thread and lives shorter than it, so the slot is alive.
+            unsafe { (*self.flag).set(false) };
+        }
     }
 }
 
 /// The state to enforce with, or `None` when the call should go straight to the runtime: no
 /// limit is configured, or this thread is already inside the hook.
+///
+/// The re-entrancy guard (a thread-local flag) exists for the runtime calling its own wrapped
+/// exports while a wrapper is running, which would count one allocation twice. Once the
+/// runtime's references to its own exports point at the real functions
+/// ([`crate::audit::settle_runtime`]) that cannot happen, and the guard is skipped: two
+/// `__tls_get_addr` calls fewer per allocation and free, and a program callback that allocates
+/// from inside a wrapped call (on the same thread) is counted like any other allocation.
 #[inline]
 pub(crate) fn hook() -> Option<Active> {
     let state = state::enforcing()?;
+    if !crate::audit::reentry_possible() {
+        return Some(Active {
+            state,
+            flag: core::ptr::null(),
+        });
+    }
     IN_HOOK.with(|flag| {
         if flag.get() {
             None
