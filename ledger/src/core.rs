@@ -401,10 +401,15 @@ impl<E: Env> Core<'_, E> {
                 }
                 // SeqCst, before any add to this slot's `used`: a reserver
                 // whose sum follows our first add in the total order also
-                // follows this raise, so it scans our slot.
-                self.header
-                    .slot_high_water
-                    .fetch_max(index as u32 + 1, SeqCst);
+                // follows this raise, so it scans our slot. If a SeqCst load
+                // already sees the mark above us, the raise that put it there
+                // precedes that load, hence our first add, in the total order
+                // (and the mark never shrinks): the write is skipped, which
+                // spares the header page a write fault in most processes.
+                let high = index as u32 + 1;
+                if self.header.slot_high_water.load(SeqCst) < high {
+                    self.header.slot_high_water.fetch_max(high, SeqCst);
+                }
                 // Release: `start_time` is visible to whoever sees LIVE, so a
                 // reclaimer never compares against a half-written start time.
                 slot.state

@@ -206,7 +206,8 @@ impl fmt::Debug for Ledger {
 /// The private page holding `ProcState`: wipe-on-fork if the kernel allows,
 /// otherwise heap memory and a pid comparison on each call.
 fn proc_page() -> (Backing, bool) {
-    if let Ok(map) = Mapping::anonymous(4096) {
+    // Populated: the claim at open writes it at once.
+    if let Ok(map) = Mapping::anonymous_populated(4096) {
         if map.wipe_on_fork() {
             return (Backing::Mapped(map), false);
         }
