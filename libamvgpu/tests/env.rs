@@ -24,6 +24,21 @@ fn probe() -> &'static Compiled {
     })
 }
 
+/// The same probe compiled with `-fno-plt`: its `getenv` calls go through a GLOB_DAT GOT slot,
+/// never a PLT stub.
+fn probe_no_plt() -> &'static Compiled {
+    static PROBE: OnceLock<Compiled> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        Fixture::from_path(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env_fixtures/envprobe.c"),
+        )
+        .cflag("-fno-plt")
+        .link_flag("-ldl")
+        .compile()
+        .expect("envprobe compiles with -fno-plt")
+    })
+}
+
 /// `target/<profile>/libhsa_runtime64.so`, built on first use like testkit builds hipsim.
 fn hsasim() -> &'static Path {
     static HSA: OnceLock<PathBuf> = OnceLock::new();
@@ -537,5 +552,49 @@ fn the_ancestor_walk_stops_at_a_process_of_another_user() {
     expect(
         &out,
         &["get HSA_CU_MASK=(null)", "malloc 0", "malloc 0", "child 0"],
+    );
+}
+
+/// A program whose `getenv` is a GOT-only binding (`-fno-plt`) is answered by the hook too:
+/// libc's definition itself is redirected, so the slot the loader fills at start-up holds the
+/// wrapper. (While the hook relied on `la_symbind64`, this was a documented gap.)
+#[test]
+fn getenv_through_a_got_only_binding_is_answered_too() {
+    let relocs = std::process::Command::new("readelf")
+        .args(["-rW"])
+        .arg(&probe_no_plt().exe)
+        .output()
+        .expect("readelf runs");
+    let relocs = String::from_utf8_lossy(&relocs.stdout);
+    let getenv: Vec<&str> = relocs
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w.starts_with("getenv@")))
+        .collect();
+    assert!(
+        !getenv.is_empty() && getenv.iter().all(|l| l.contains("R_X86_64_GLOB_DAT")),
+        "expected getenv through GLOB_DAT only:\n{relocs}"
+    );
+    let dir = testkit::temp_dir();
+    let out = probe_no_plt()
+        .run()
+        .audit()
+        .env("HIP_DEVICE_MEMORY_SHARED_CACHE", dir.path().join("ledger"))
+        .args([
+            "set:HSA_CU_MASK=0:0-303",
+            "get:HSA_CU_MASK",
+            "set:HIP_DEVICE_MEMORY_LIMIT=100g",
+            "get:HIP_DEVICE_MEMORY_LIMIT",
+        ])
+        .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+        .env("HSA_CU_MASK", "0:0-7")
+        .output();
+    expect(
+        &out,
+        &[
+            "set HSA_CU_MASK",
+            "get HSA_CU_MASK=0:0-7",
+            "set HIP_DEVICE_MEMORY_LIMIT",
+            "get HIP_DEVICE_MEMORY_LIMIT=8m",
+        ],
     );
 }
