@@ -69,6 +69,9 @@ pub(crate) trait Env {
     /// True only if `pid` certainly no longer names the process that started
     /// at `start_time` (0: start time unknown, judge by the pid alone).
     fn is_dead(&self, pid: u32, start_time: u64) -> bool;
+    /// True only if no process `pid` exists at all: one cheap probe, which
+    /// does not see a pid recycled by another process (`is_dead` does).
+    fn is_gone(&self, pid: u32) -> bool;
     fn now_unix_secs(&self) -> u64;
 }
 
@@ -355,12 +358,17 @@ impl<E: Env> Core<'_, E> {
         if self.local_only {
             self.reclaim_dead();
         }
-        for _ in 0..RESERVE_ATTEMPTS {
+        'round: for _ in 0..RESERVE_ATTEMPTS {
             // Every slot below the mark was checked, either when this ledger
             // was opened or by the process that claimed it (which raises the
             // mark only after its check). Slots at or above it are checked here.
             let checked = self.header.slot_high_water.load(Acquire) as usize;
             for (index, slot) in self.slots.iter().enumerate() {
+                if index == checked && !self.local_only && self.reclaim_one_gone(index) {
+                    // No slot below the mark was free, but one whose owner is
+                    // gone is free now: take it rather than raise the mark.
+                    continue 'round;
+                }
                 let word = slot.state.load(Acquire);
                 if state::status(word) != state::FREE {
                     continue;
@@ -472,6 +480,38 @@ impl<E: Env> Core<'_, E> {
         self.slots[..high]
             .iter()
             .any(|slot| state::status(slot.state.load(Acquire)) == state::RECLAIMING)
+    }
+
+    /// Frees the first slot below `high` whose owner no longer exists at all
+    /// (one `kill(pid, 0)` per occupied slot; live owners are not read from
+    /// `/proc`). Called by `claim` before it would take a slot above the mark:
+    /// the hook never frees its slot at exit, so without this every process
+    /// start would raise the mark by one, and after 1024 starts every open
+    /// would check, and every reservation sum, all 1024 slots. Returns
+    /// whether a slot was freed.
+    fn reclaim_one_gone(&self, high: usize) -> bool {
+        let me = self.env.current_pid();
+        let high = high.min(self.slots.len());
+        for (index, slot) in self.slots[..high].iter().enumerate() {
+            let word = slot.state.load(Acquire);
+            let pid = state::pid(word);
+            if state::status(word) == state::FREE || pid == me || !self.env.is_gone(pid) {
+                continue;
+            }
+            let generation = state::generation(word);
+            let reclaiming = state::pack(state::RECLAIMING, generation, me);
+            // As in `reclaim_dead`: the generation makes this CAS fail if the
+            // slot changed hands since we looked.
+            if slot
+                .state
+                .compare_exchange(word, reclaiming, SeqCst, Relaxed)
+                .is_ok()
+            {
+                self.free_slot(index, generation);
+                return true;
+            }
+        }
+        false
     }
 
     /// Returns dead processes' slots to FREE; the number reclaimed.

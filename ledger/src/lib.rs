@@ -129,7 +129,13 @@
 //! pid; this includes a slot carrying *our own* pid but another start time,
 //! left by an earlier process that the same pid was recycled from). Reclaim
 //! happens before any refusal, when no slot is free, and on
-//! [`Ledger::reclaim_dead`]. A reclaimer killed mid-way leaves RECLAIMING with its own pid, which the
+//! [`Ledger::reclaim_dead`]; and a claim that finds no free slot below
+//! `slot_high_water` first frees one slot below it whose owner is gone
+//! (`kill(pid, 0)` says ESRCH; one probe per occupied slot, no `/proc`
+//! read) and takes it. The hook never frees its slot at exit, so without
+//! that every process start would raise the mark by one, and after 1024
+//! starts every open would check, and every reservation sum, all 1024 slots;
+//! with it the mark stays at the most processes ever alive at once. A reclaimer killed mid-way leaves RECLAIMING with its own pid, which the
 //! next reclaimer detects and finishes (zeroing is idempotent). Races: two
 //! reclaimers of one slot: the CAS picks one. A slot freed and re-claimed
 //! while a reclaimer looked: generation mismatch, CAS fails. A dead claimer

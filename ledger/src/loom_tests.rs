@@ -31,6 +31,9 @@ impl Env for FakeEnv {
     fn is_dead(&self, pid: u32, start_time: u64) -> bool {
         pid == DEAD_PID || (pid == RECYCLED_PID && start_time == 1)
     }
+    fn is_gone(&self, pid: u32) -> bool {
+        pid == DEAD_PID
+    }
     fn now_unix_secs(&self) -> u64 {
         0
     }
@@ -134,10 +137,11 @@ fn loom_release_racing_reserve_never_overshoots() {
 fn loom_dead_process_is_reclaimed_by_racing_reservers() {
     model(|| {
         let world = World::new(3, 3);
-        // A process that died holding 90 of 100.
-        assert!(world.core(2, DEAD_PID).reserve(0, 90, 100).is_ok());
         world.core(0, 1).claim().unwrap();
         world.core(1, 2).claim().unwrap();
+        // A process that died holding 90 of 100 (in slot 2: a claim would
+        // have reused its slot had it been below theirs).
+        assert!(world.core(2, DEAD_PID).reserve(0, 90, 100).is_ok());
         let w = world.clone();
         let other = thread::spawn(move || w.allocate(&w.core(1, 2), 50, 100));
         let mine = world.allocate(&world.core(0, 1), 50, 100);
@@ -146,11 +150,40 @@ fn loom_dead_process_is_reclaimed_by_racing_reservers() {
         // while the other is still reclaiming.
         assert!(mine && theirs, "mine={mine} theirs={theirs}");
         // Whoever reclaimed left the dead slot free and empty.
-        let dead = &world.slots[0];
+        let dead = &world.slots[2];
         assert_eq!(state::status(dead.state.load(SeqCst)), state::FREE);
         assert_eq!(dead.used[0].load(SeqCst), 0);
         let held = 50 * (u64::from(mine) + u64::from(theirs));
         assert_eq!(world.core(0, 1).container_usage(0), held);
+    });
+}
+
+#[test]
+fn loom_a_newcomer_reuses_a_gone_owners_slot_while_another_reserves() {
+    model(|| {
+        let world = World::new(3, 3);
+        // Slot 0: a live process; slot 1: one that died holding 90.
+        world.core(0, 1).claim().unwrap();
+        assert!(world.core(1, DEAD_PID).reserve(0, 90, 100).is_ok());
+        let w = world.clone();
+        let other = thread::spawn(move || w.allocate(&w.core(0, 1), 50, 100));
+        // The newcomer takes the dead slot instead of raising the mark (it
+        // may only find the slot mid-reclaim by the other process, which is
+        // alive, and then take a new one).
+        let got = world.core(2, 2).claim();
+        let mine = world.allocate(&world.core(2, 2), 40, 100);
+        let theirs = other.join().unwrap();
+        assert!(mine && theirs, "mine={mine} theirs={theirs}");
+        let high = world.header.slot_high_water.load(SeqCst);
+        assert!(
+            (got, high) == (Some(1), 2) || (got, high) == (Some(2), 3),
+            "{got:?} {high}"
+        );
+        // Whoever reclaimed it, the dead 90 is gone and nothing else is lost.
+        assert_eq!(world.core(0, 1).container_usage(0), 90);
+        if got == Some(2) {
+            assert_eq!(world.slots[1].used[0].load(SeqCst), 0);
+        }
     });
 }
 

@@ -316,6 +316,14 @@ impl Env for OsEnv {
         }
     }
 
+    fn is_gone(&self, pid: u32) -> bool {
+        if pid == 0 || pid > i32::MAX as u32 {
+            return true;
+        }
+        // SAFETY: signal 0 only checks for existence and permission.
+        unsafe { libc::kill(pid as i32, 0) != 0 && errno() == libc::ESRCH }
+    }
+
     fn now_unix_secs(&self) -> u64 {
         now_unix_secs()
     }

@@ -311,6 +311,37 @@ fn garbage_written_above_the_mark_after_open_is_caught_by_the_next_claimer() {
     assert_eq!(open_readonly(&path).unwrap().container_usage[0], 0);
 }
 
+/// The pid of a process that has exited (and been waited for).
+fn gone_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn a_new_process_reuses_a_gone_processs_slot_instead_of_raising_the_mark() {
+    // The hook never frees its slot at exit: without reuse, each process
+    // start would raise the mark by one, until every open checked and every
+    // reservation summed all 1024 slots.
+    let dir = scratch_dir("reuse");
+    let mut bytes = valid_bytes(&dir);
+    plant_slot(&mut bytes, 0, 1, 0, 0); // pid 1 exists: kept
+    plant_slot(&mut bytes, 1, gone_pid(), 1, 500);
+    let path = write(&dir, "ledger", &bytes);
+    let ledger = Ledger::open_shared(&path).unwrap();
+    let snap = ledger.snapshot();
+    let mine: Vec<_> = snap.slots.iter().map(|s| (s.index, s.pid)).collect();
+    assert_eq!(mine, [(0, 1), (1, std::process::id())]);
+    assert_eq!(
+        ledger.container_usage(0),
+        0,
+        "the gone owner's 500 still counts"
+    );
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(after[HIGH_WATER..HIGH_WATER + 4], 2u32.to_ne_bytes());
+}
+
 #[test]
 fn an_earlier_incarnation_with_our_own_pid_is_reclaimed() {
     // A restarted container's first process often gets the same pid as the
