@@ -43,9 +43,10 @@
 //!
 //! The snapshot (`snapshot`) is the initial environment (`/proc/self/environ`, or, without
 //! `/proc`, the environment array the program started with), then the config file
-//! (`AMVGPU_CONFIG_FILE`, default `/etc/amvgpu/env`), then, for the pod's settings the process
-//! lacks, the nearest ancestor process that has them: a program's later `setenv` changes
-//! nothing, and a child started with a clean environment keeps the pod's settings.
+//! (`AMVGPU_CONFIG_FILE`, default `/etc/amvgpu/env`), then, only when neither names any of the
+//! pod's policy settings (a child started with a clean environment), the nearest ancestor
+//! process that carries them: a program's later `setenv` changes nothing, and a stripped child
+//! keeps the pod's settings (`docs/environment.md` gives the exact rule).
 //! `getenv`/`secure_getenv` are answered from it for the pod's names, for the program and the
 //! runtime alike (`hooks::env`). `HIP_OVERSUBSCRIBE`, `AMD_TASK_PRIORITY` (`hooks::hsa`) and
 //! the CU-mask check and stream-mask narrowing (`cucheck`) are described with every other
