@@ -73,8 +73,11 @@
 //!   (managed memory, never charged to a device, keeps one mapping per allocation).
 //!   Consequences a hook must live with, as with the real runtime:
 //!   - **Addresses are reused.** A freed block under 2 MiB is handed out again to the next
-//!     allocation of the same rounded size (most recently freed first); freed bigger blocks
-//!     return to a best-fit free list.
+//!     allocation of the same rounded size (most recently freed first) by a thread that carves
+//!     from the same part of the arena: blocks under 2 MiB come from 2 MiB chunks dealt out to
+//!     16 shards, each thread carves from one shard's chunks (threads get shards round-robin),
+//!     and a freed block returns to the shard that carved it, so threads allocating at once do
+//!     not wait for each other. Freed bigger blocks return to a best-fit free list.
 //!   - **Memory is not zeroed.** A reused block under 2 MiB keeps the bytes it had (real
 //!     `hipMalloc` does not zero either) and its pages stay resident; a freed block of 2 MiB or
 //!     more gives its pages back to the kernel (`MADV_DONTNEED`), so it reads as zeroes when

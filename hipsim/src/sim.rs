@@ -1,21 +1,34 @@
 //! The simulator's process state: configuration, device counters and the allocation registry.
 //!
-//! The registry is a test oracle, not a product: one `Mutex` guards everything, including the
-//! per-device [`Arena`]s that device memory is carved from, so `hipMalloc`+`hipFree` take the
-//! lock once each. Fork: a child inherits the parent's registry but none of its device memory
-//! (as with a real GPU, where the child has its own context), so the first call in a child
-//! starts from an empty registry (and fresh, not yet reserved, arenas), and the exit hook only
+//! The registry is a test oracle, not a product, but `hipMalloc`+`hipFree` from several
+//! threads must not queue behind one lock (the real runtime does not serialise plain device
+//! allocations, and a convoy would swamp what a hook adds). So the state is split:
+//!
+//! - [`SHARDS`] [`Shard`]s, each behind its own `Mutex`, hold the address-keyed allocations
+//!   (linear, managed, pool) and each device's small-block arena part ([`Small`]). An address
+//!   belongs to shard [`shard_of`]`(addr)`; a thread carves small blocks from its home shard's
+//!   chunks, so `hipMalloc` and `hipFree` of a small block take just that shard's lock.
+//! - one [`Space`] per device, behind its own `Mutex`: the device's reservation and big region.
+//! - the [`Registry`] behind one `Mutex`: everything else (arrays, pools, streams, VMM).
+//!
+//! Lock order: registry, then shards in ascending index, then a device's space. Nothing holds
+//! a shard while locking the registry, or a space while locking a shard.
+//!
+//! Fork: a child inherits the parent's state but none of its device memory (as with a real
+//! GPU, where the child has its own context), so each of these structures starts empty (and
+//! the spaces fresh, not yet reserved) the first time a child locks it, and the exit hook only
 //! returns the bytes of the process that allocated them.
 
-use crate::arena::Arena;
+use crate::arena::{shard_of, Small, Space};
 use crate::config::{self, Config};
 use crate::memory;
 use crate::usage::Usage;
+use hip_sys::sim::LARGE_ALLOCATION_ALIGNMENT;
 use hip_sys::*;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// What an address-keyed allocation is.
@@ -106,12 +119,116 @@ impl Hasher for AddressHasher {
 
 pub type AddressMap<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
 
+/// Number of shards: threads get home shards round-robin, so up to this many threads allocate
+/// without ever meeting on a lock.
+pub const SHARDS: usize = 16;
+
+/// One shard: the address-keyed allocations whose [`shard_of`] is this shard, and this
+/// shard's part of each device's small region.
+#[derive(Debug)]
+pub struct Shard {
+    owner_pid: u32,
+    pub allocs: AddressMap<Alloc>,
+    /// Managed allocations among `allocs`, and their bytes.
+    pub managed_count: usize,
+    pub managed_bytes: usize,
+    /// Index: device.
+    small: Vec<SmallSlot>,
+}
+
+#[derive(Debug)]
+enum SmallSlot {
+    /// Not asked yet for a block of this device.
+    Untried,
+    /// The device has no reservation: blocks are mapped one by one.
+    Unavailable,
+    Ready(Small),
+}
+
+impl Shard {
+    fn new(devices: usize) -> Shard {
+        Shard {
+            owner_pid: current_pid(),
+            allocs: AddressMap::default(),
+            managed_count: 0,
+            managed_bytes: 0,
+            small: (0..devices).map(|_| SmallSlot::Untried).collect(),
+        }
+    }
+
+    /// A small block of `device` from this shard (shard `index`), or `None`.
+    #[inline]
+    fn take_small(
+        &mut self,
+        sim: &Sim,
+        index: usize,
+        device: usize,
+        bytes: usize,
+    ) -> Option<usize> {
+        let slot = &mut self.small[device];
+        if let SmallSlot::Untried = slot {
+            *slot = match sim.space(device).small_region() {
+                Some((base, len)) => SmallSlot::Ready(Small::new(base, len, index, SHARDS)),
+                None => SmallSlot::Unavailable,
+            };
+        }
+        match slot {
+            SmallSlot::Ready(small) => small.take(bytes),
+            _ => None,
+        }
+    }
+
+    /// Gives a block back to this shard's part of `device`'s small region; `false` if `addr`
+    /// is not in that region. The caller holds the shard [`shard_of`]`(addr)`.
+    #[inline]
+    fn give_back_small(&mut self, device: usize, addr: usize, bytes: usize) -> bool {
+        match &mut self.small[device] {
+            SmallSlot::Ready(small) if small.contains(addr) => {
+                small.give_back(addr, bytes);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn add_held(&self, held: &mut [usize]) {
+        for a in self.allocs.values() {
+            if a.kind != AllocKind::Managed {
+                held[a.device] += a.bytes;
+            }
+        }
+    }
+}
+
+/// A device's [`Space`], with the process it belongs to (see the module docs on fork).
+#[derive(Debug)]
+pub struct DeviceSpace {
+    owner_pid: u32,
+    space: Space,
+}
+
+impl std::ops::Deref for DeviceSpace {
+    type Target = Space;
+    fn deref(&self) -> &Space {
+        &self.space
+    }
+}
+
+impl std::ops::DerefMut for DeviceSpace {
+    fn deref_mut(&mut self) -> &mut Space {
+        &mut self.space
+    }
+}
+
+/// Keeps each lock on a cache line (pair) of its own, so threads using different shards do not
+/// bounce one line between cores.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
 #[derive(Debug, Default)]
 pub struct Registry {
     pub owner_pid: u32,
-    pub allocs: AddressMap<Alloc>,
-    /// Where this process carves each device's memory from (index: device).
-    pub arenas: Vec<Arena>,
     pub arrays: HashMap<usize, DevArray>,
     pub mipmaps: HashMap<usize, DevArray>,
     pub pools: HashMap<usize, Pool>,
@@ -122,8 +239,6 @@ pub struct Registry {
     pub reservations: BTreeMap<usize, usize>,
     /// VMM mappings: base -> mapping.
     pub mappings: BTreeMap<usize, Mapping>,
-    pub managed_count: usize,
-    pub managed_bytes: usize,
     pub last_cu_mask: Option<Vec<u32>>,
 }
 
@@ -134,10 +249,8 @@ pub fn token_addr(token: &u64) -> usize {
 impl Registry {
     fn new(config: &Config) -> Registry {
         let devices = config.devices;
-        let vram = usize::try_from(config.vram).unwrap_or(usize::MAX);
         let mut r = Registry {
             owner_pid: current_pid(),
-            arenas: (0..devices).map(|_| Arena::new(vram)).collect(),
             ..Registry::default()
         };
         for device in 0..devices {
@@ -157,23 +270,14 @@ impl Registry {
         r
     }
 
-    /// Finds the device allocation containing `[addr, addr + len)`: linear, managed, pool or
-    /// array memory, or a VMM mapping with access `need` (PROT_READ or PROT_WRITE).
-    pub fn covers(&self, addr: usize, len: usize, need: libc::c_int) -> bool {
+    /// Whether array memory, or VMM mappings with access `need` (PROT_READ or PROT_WRITE),
+    /// contain `[addr, addr + len)` (see [`Sim::covers`] for address-keyed allocations).
+    fn covers(&self, addr: usize, len: usize, need: libc::c_int) -> bool {
         let Some(end) = addr.checked_add(len) else {
             return false;
         };
         // A small linear scan is fine: the registry is a test oracle.
         let within = |base: usize, bytes: usize| addr >= base && end <= base + bytes;
-        // Copies mostly start at an allocation's base: look that up before scanning.
-        if let Some(a) = self.allocs.get(&addr) {
-            if end <= addr + a.bytes {
-                return true;
-            }
-        }
-        if self.allocs.iter().any(|(&b, a)| within(b, a.bytes)) {
-            return true;
-        }
         if self
             .arrays
             .values()
@@ -196,14 +300,8 @@ impl Registry {
         len > 0
     }
 
-    /// Bytes this process holds on each device (allocations, arrays, pool caches, VMM handles).
-    pub fn held_per_device(&self, devices: usize) -> Vec<usize> {
-        let mut held = vec![0usize; devices];
-        for a in self.allocs.values() {
-            if a.kind != AllocKind::Managed {
-                held[a.device] += a.bytes;
-            }
-        }
+    /// Adds the bytes of arrays, pool caches and VMM handles to `held` (index: device).
+    fn add_held(&self, held: &mut [usize]) {
         for a in self.arrays.values().chain(self.mipmaps.values()) {
             held[a.device] += a.bytes;
         }
@@ -213,7 +311,6 @@ impl Registry {
         for h in self.vmm.values() {
             held[h.device] += h.bytes;
         }
-        held
     }
 }
 
@@ -236,6 +333,9 @@ pub struct Sim {
     pub usage: Usage,
     pub props: Vec<DeviceProps>,
     registry: Mutex<Registry>,
+    shards: Box<[Padded<Mutex<Shard>>]>,
+    /// Index: device.
+    spaces: Box<[Padded<Mutex<DeviceSpace>>]>,
 }
 
 static SIM: OnceLock<Result<Sim, String>> = OnceLock::new();
@@ -257,6 +357,23 @@ fn current_pid() -> u32 {
 
 thread_local! {
     static CURRENT_DEVICE: Cell<usize> = const { Cell::new(0) };
+    /// The shard this thread carves small blocks from (`usize::MAX`: not chosen yet).
+    static HOME_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The next home shard to hand out.
+static NEXT_HOME_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+#[inline]
+fn home_shard() -> usize {
+    HOME_SHARD.with(|home| match home.get() {
+        usize::MAX => {
+            let shard = NEXT_HOME_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            home.set(shard);
+            shard
+        }
+        shard => shard,
+    })
 }
 
 /// Address of a device's context handle: stable, distinct, never dereferenced by anyone.
@@ -283,6 +400,18 @@ pub fn get() -> Result<&'static Sim, hipError_t> {
         let result = config::from_lookup(|name| std::env::var_os(name)).and_then(|config| {
             let usage = Usage::open(&config)?;
             let registry = Mutex::new(Registry::new(&config));
+            let shards = (0..SHARDS)
+                .map(|_| Padded(Mutex::new(Shard::new(config.devices))))
+                .collect();
+            let vram = usize::try_from(config.vram).unwrap_or(usize::MAX);
+            let spaces = (0..config.devices)
+                .map(|_| {
+                    Padded(Mutex::new(DeviceSpace {
+                        owner_pid: current_pid(),
+                        space: Space::new(vram),
+                    }))
+                })
+                .collect();
             let props = (0..config.devices)
                 .map(|d| DeviceProps {
                     r0000: crate::doors::query::fill_r0000(&config, d),
@@ -294,6 +423,8 @@ pub fn get() -> Result<&'static Sim, hipError_t> {
                 usage,
                 props,
                 registry,
+                shards,
+                spaces,
             })
         });
         match &result {
@@ -310,10 +441,7 @@ pub fn get() -> Result<&'static Sim, hipError_t> {
 impl Sim {
     /// The registry, reset first if this process is a fork child (see the module docs).
     pub fn registry(&self) -> MutexGuard<'_, Registry> {
-        let mut guard = self
-            .registry
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut guard = lock(&self.registry);
         let pid = current_pid();
         if guard.owner_pid != pid {
             // The memory mappings were inherited copy-on-write, but the child owns no device
@@ -321,6 +449,43 @@ impl Sim {
             let fresh = Registry::new(&self.config);
             let inherited = std::mem::replace(&mut *guard, fresh);
             std::mem::forget(inherited);
+            guard.owner_pid = pid;
+        }
+        guard
+    }
+
+    /// Shard `index`, reset first if this process is a fork child.
+    #[inline]
+    pub fn shard(&self, index: usize) -> MutexGuard<'_, Shard> {
+        let mut guard = lock(&self.shards[index].0);
+        let pid = current_pid();
+        if guard.owner_pid != pid {
+            // As in `registry`: forget the parent's records and small-block lists.
+            let inherited = std::mem::replace(&mut *guard, Shard::new(self.config.devices));
+            std::mem::forget(inherited);
+        }
+        guard
+    }
+
+    /// The shard holding the allocation at `addr`.
+    #[inline]
+    pub fn shard_for(&self, addr: usize) -> MutexGuard<'_, Shard> {
+        self.shard(shard_of(addr, SHARDS))
+    }
+
+    /// Every shard, locked in ascending order (the registry, if needed, must be locked first).
+    pub fn all_shards(&self) -> Vec<MutexGuard<'_, Shard>> {
+        (0..SHARDS).map(|k| self.shard(k)).collect()
+    }
+
+    /// `device`'s space, fresh (nothing reserved) if this process is a fork child.
+    fn space(&self, device: usize) -> MutexGuard<'_, DeviceSpace> {
+        let mut guard = lock(&self.spaces[device].0);
+        let pid = current_pid();
+        if guard.owner_pid != pid {
+            // The parent's reservation stays mapped (copy-on-write) but unused.
+            let vram = usize::try_from(self.config.vram).unwrap_or(usize::MAX);
+            guard.space = Space::new(vram);
             guard.owner_pid = pid;
         }
         guard
@@ -352,23 +517,21 @@ impl Sim {
             .ok_or(hipErrorInvalidDevice)
     }
 
-    /// Charges `bytes` (rounded, non-zero) to `device` and finds memory for them: from the
-    /// device's arena, or a mapping of their own when the arena cannot serve them. Only the
-    /// charge decides out-of-memory (and a kernel refusing the fallback mapping, as before).
+    /// Charges `bytes` (rounded, non-zero) to `device`, finds memory for them (see
+    /// [`Sim::place_charged`]) and calls `record` with the memory's shard and address.
     pub fn take_device_memory(
         &self,
-        reg: &mut Registry,
         device: usize,
         bytes: usize,
+        record: impl FnOnce(&mut Shard, usize),
     ) -> Result<usize, hipError_t> {
         self.charge(device, bytes)?;
-        self.place_charged(reg, device, bytes)
+        self.place_charged(device, bytes, record)
     }
 
-    /// The first half of [`Sim::take_device_memory`], which hot doors call before locking the
-    /// registry: the device counter is shared by every thread (and process), and updating it
-    /// under the lock would make threads queue for both.
-    pub fn charge(&self, device: usize, bytes: usize) -> Result<(), hipError_t> {
+    /// The first half of [`Sim::take_device_memory`]: the device counter, shared by every
+    /// thread (and process).
+    fn charge(&self, device: usize, bytes: usize) -> Result<(), hipError_t> {
         if self.usage.reserve(device, bytes as u64) {
             Ok(())
         } else {
@@ -377,18 +540,40 @@ impl Sim {
     }
 
     /// The second half of [`Sim::take_device_memory`]: memory for `bytes` already charged,
-    /// uncharged again if none can be found.
-    pub fn place_charged(
+    /// from the device's arena (small blocks: the calling thread's home shard first, then the
+    /// others; big ones: the device's big region), or a mapping of its own when the arena
+    /// cannot serve it; uncharged again if none can be found. `record` runs under the lock of
+    /// the shard [`shard_of`] the address names, so that the block is never seen unrecorded
+    /// by a `hipFree` of that shard. Only the charge decides out-of-memory (and a kernel
+    /// refusing the fallback mapping).
+    fn place_charged(
         &self,
-        reg: &mut Registry,
         device: usize,
         bytes: usize,
+        record: impl FnOnce(&mut Shard, usize),
     ) -> Result<usize, hipError_t> {
-        match reg.arenas[device]
-            .take(bytes)
-            .or_else(|| memory::map_device(bytes))
-        {
-            Some(addr) => Ok(addr),
+        if bytes < LARGE_ALLOCATION_ALIGNMENT {
+            let home = home_shard();
+            for i in 0..SHARDS {
+                let index = (home + i) % SHARDS;
+                let mut shard = self.shard(index);
+                if let Some(addr) = shard.take_small(self, index, device, bytes) {
+                    record(&mut shard, addr);
+                    return Ok(addr);
+                }
+            }
+        } else {
+            let big = self.space(device).take_big(bytes);
+            if let Some(addr) = big {
+                record(&mut self.shard_for(addr), addr);
+                return Ok(addr);
+            }
+        }
+        match memory::map_device(bytes) {
+            Some(addr) => {
+                record(&mut self.shard_for(addr), addr);
+                Ok(addr)
+            }
             None => {
                 self.usage.release(device, bytes as u64);
                 Err(hipErrorOutOfMemory)
@@ -397,40 +582,143 @@ impl Sim {
     }
 
     /// Returns and uncharges memory taken by [`Sim::take_device_memory`].
-    pub fn give_back_device_memory(
-        &self,
-        reg: &mut Registry,
-        device: usize,
-        addr: usize,
-        bytes: usize,
-    ) {
-        Self::unplace(reg, device, addr, bytes);
+    pub fn give_back_device_memory(&self, device: usize, addr: usize, bytes: usize) {
+        self.unplace(device, addr, bytes);
         self.usage.release(device, bytes as u64);
     }
 
-    /// Returns memory without uncharging it; the caller releases the charge (after unlocking
-    /// the registry, see [`Sim::charge`]).
-    pub fn unplace(reg: &mut Registry, device: usize, addr: usize, bytes: usize) {
-        if !reg.arenas[device].give_back(addr, bytes) {
+    /// Returns memory without uncharging it; the caller releases the charge.
+    pub fn unplace(&self, device: usize, addr: usize, bytes: usize) {
+        let mut shard = self.shard_for(addr);
+        if !shard.give_back_small(device, addr, bytes) {
+            drop(shard);
+            self.unplace_big(device, addr, bytes);
+        }
+    }
+
+    /// [`Sim::unplace`] for a caller that holds `shard`, the shard [`shard_of`]`(addr)`.
+    #[inline]
+    pub fn unplace_in(&self, shard: &mut Shard, device: usize, addr: usize, bytes: usize) {
+        if !shard.give_back_small(device, addr, bytes) {
+            self.unplace_big(device, addr, bytes);
+        }
+    }
+
+    fn unplace_big(&self, device: usize, addr: usize, bytes: usize) {
+        if !self.space(device).give_back_big(addr, bytes) {
             memory::unmap(addr, bytes);
         }
     }
+
+    /// When nothing is live on `device` any more (after `hipDeviceReset`), returns every
+    /// touched page of its small region to the kernel and starts carving from the beginning
+    /// again, so a reset leaves no resident memory. `shards` are all shards, locked.
+    pub fn reset_small_if_empty(&self, shards: &mut [MutexGuard<'_, Shard>], device: usize) {
+        let space = self.space(device);
+        let Some((base, _)) = space.small_region_if_reserved() else {
+            return;
+        };
+        let smalls = || {
+            shards.iter().filter_map(|s| match &s.small[device] {
+                SmallSlot::Ready(small) => Some(small),
+                _ => None,
+            })
+        };
+        if space.live_big() > 0 || smalls().any(|s| s.live() > 0) {
+            return;
+        }
+        let mut touched_end = base;
+        for shard in shards.iter_mut() {
+            if let SmallSlot::Ready(small) = &mut shard.small[device] {
+                if let Some(end) = small.reset() {
+                    touched_end = touched_end.max(end);
+                }
+            }
+        }
+        if touched_end > base {
+            memory::discard(base, touched_end - base);
+        }
+    }
+
+    /// Bytes this process holds on each device (allocations, arrays, pool caches, VMM handles).
+    pub fn held_per_device(&self) -> Vec<usize> {
+        let mut held = vec![0usize; self.devices()];
+        self.registry().add_held(&mut held);
+        for k in 0..SHARDS {
+            self.shard(k).add_held(&mut held);
+        }
+        held
+    }
+
+    /// Finds the device allocation containing `[addr, addr + len)`: linear, managed, pool or
+    /// array memory, or a VMM mapping with access `need` (PROT_READ or PROT_WRITE).
+    pub fn covers(&self, addr: usize, len: usize, need: libc::c_int) -> bool {
+        let Some(end) = addr.checked_add(len) else {
+            return false;
+        };
+        // Copies mostly start at an allocation's base: look that up before scanning.
+        if let Some(a) = self.shard_for(addr).allocs.get(&addr) {
+            if end <= addr + a.bytes {
+                return true;
+            }
+        }
+        // A linear scan is fine: the registry is a test oracle.
+        let within = |base: usize, bytes: usize| addr >= base && end <= base + bytes;
+        if (0..SHARDS).any(|k| {
+            self.shard(k)
+                .allocs
+                .iter()
+                .any(|(&b, a)| within(b, a.bytes))
+        }) {
+            return true;
+        }
+        self.registry().covers(addr, len, need)
+    }
+
+    /// The charged size of the address-keyed allocation containing `addr`.
+    pub fn allocation_containing(&self, addr: usize) -> Option<usize> {
+        (0..SHARDS).find_map(|k| {
+            self.shard(k)
+                .allocs
+                .iter()
+                .find(|(&base, a)| addr >= base && addr - base < a.bytes)
+                .map(|(_, a)| a.bytes)
+        })
+    }
+}
+
+#[inline]
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoning cannot happen (panic = abort), and the state is consistent between calls.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 extern "C" fn release_on_exit() {
     let Some(Ok(sim)) = SIM.get() else { return };
-    // Never block exit: if another thread holds the registry, leave the bytes charged.
+    // Never block exit: if another thread holds the registry or a shard, leave the bytes
+    // charged.
     let Ok(registry) = sim.registry.try_lock() else {
         return;
     };
-    if registry.owner_pid != std::process::id() {
-        return; // a fork child exiting: it owns none of the recorded bytes
+    let mut shards = Vec::with_capacity(SHARDS);
+    for shard in sim.shards.iter() {
+        let Ok(guard) = shard.0.try_lock() else {
+            return;
+        };
+        shards.push(guard);
     }
-    for (device, bytes) in registry
-        .held_per_device(sim.config.devices)
-        .into_iter()
-        .enumerate()
-    {
+    // A fork child owns none of the parent's records that it never reset.
+    let pid = std::process::id();
+    let mut held = vec![0usize; sim.config.devices];
+    if registry.owner_pid == pid {
+        registry.add_held(&mut held);
+    }
+    for shard in shards.iter().filter(|s| s.owner_pid == pid) {
+        shard.add_held(&mut held);
+    }
+    for (device, bytes) in held.into_iter().enumerate() {
         if bytes > 0 {
             sim.usage.release(device, bytes as u64);
         }

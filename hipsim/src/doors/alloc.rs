@@ -20,17 +20,15 @@ pub fn malloc(sim: &Sim, ptr: Out<*mut c_void>, size: usize) -> HipResult {
         return Ok(());
     }
     let bytes = linear_bytes(size).ok_or(hipErrorOutOfMemory)?;
-    sim.charge(device, bytes)?;
-    let mut reg = sim.registry();
-    let addr = sim.place_charged(&mut reg, device, bytes)?;
-    reg.allocs.insert(
-        addr,
-        Alloc {
+    // Only the shard the block comes from is locked (see `crate::sim`), so threads scale.
+    let addr = sim.take_device_memory(device, bytes, |shard, addr| {
+        let linear = Alloc {
             bytes,
             device,
             kind: AllocKind::Linear,
-        },
-    );
+        };
+        shard.allocs.insert(addr, linear);
+    })?;
     ptr.set(addr as *mut c_void);
     Ok(())
 }
@@ -93,8 +91,8 @@ pub unsafe extern "C" fn hipsim_impl_hipMallocManaged(
         // Managed memory is host-backed and migrates on demand: it is never charged to a
         // device, so it can exceed VRAM (what HIP_OVERSUBSCRIBE relies on).
         let addr = crate::memory::map_device(bytes).ok_or(hipErrorOutOfMemory)?;
-        let mut reg = sim.registry();
-        reg.allocs.insert(
+        let mut shard = sim.shard_for(addr);
+        shard.allocs.insert(
             addr,
             Alloc {
                 bytes,
@@ -102,8 +100,8 @@ pub unsafe extern "C" fn hipsim_impl_hipMallocManaged(
                 kind: AllocKind::Managed,
             },
         );
-        reg.managed_count += 1;
-        reg.managed_bytes += bytes;
+        shard.managed_count += 1;
+        shard.managed_bytes += bytes;
         ptr.set(addr as *mut c_void);
         Ok(())
     }))
@@ -211,7 +209,7 @@ fn new_array(sim: &Sim, bytes: Option<usize>, mipmapped: bool) -> HipResult<usiz
     let device = sim.current_device()?;
     let bytes = bytes.ok_or(hipErrorOutOfMemory)?;
     let mut reg = sim.registry();
-    let base = sim.take_device_memory(&mut reg, device, bytes)?;
+    let base = sim.take_device_memory(device, bytes, |_, _| {})?;
     let token = Box::new(0u64);
     let handle = sim::token_addr(&token);
     let array = DevArray {

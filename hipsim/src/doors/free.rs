@@ -1,7 +1,8 @@
 //! Doors that give device memory back.
 
 use super::status;
-use crate::sim::{self, AllocKind, Sim};
+use crate::arena::shard_of;
+use crate::sim::{self, AllocKind, Sim, SHARDS};
 use hip_sys::*;
 use std::ffi::c_void;
 
@@ -11,21 +12,20 @@ pub fn free(sim: &Sim, ptr: *mut c_void) -> Result<(), hipError_t> {
     if ptr.is_null() {
         return Ok(());
     }
-    let mut reg = sim.registry();
-    let alloc = reg
-        .allocs
-        .remove(&(ptr as usize))
-        .ok_or(hipErrorInvalidValue)?;
+    let addr = ptr as usize;
+    // Only the allocation's shard is locked (see `crate::sim`), so threads scale.
+    let mut shard = sim.shard_for(addr);
+    let alloc = shard.allocs.remove(&addr).ok_or(hipErrorInvalidValue)?;
     match alloc.kind {
         AllocKind::Managed => {
-            reg.managed_count -= 1;
-            reg.managed_bytes -= alloc.bytes;
-            drop(reg);
-            crate::memory::unmap(ptr as usize, alloc.bytes);
+            shard.managed_count -= 1;
+            shard.managed_bytes -= alloc.bytes;
+            drop(shard);
+            crate::memory::unmap(addr, alloc.bytes);
         }
         AllocKind::Linear | AllocKind::Pool(_) => {
-            Sim::unplace(&mut reg, alloc.device, ptr as usize, alloc.bytes);
-            drop(reg);
+            sim.unplace_in(&mut shard, alloc.device, addr, alloc.bytes);
+            drop(shard);
             sim.usage.release(alloc.device, alloc.bytes as u64);
         }
     }
@@ -51,7 +51,8 @@ fn free_array(handle: usize, mipmapped: bool) -> hipError_t {
             &mut reg.arrays
         };
         let array = table.remove(&handle).ok_or(hipErrorInvalidValue)?;
-        sim.give_back_device_memory(&mut reg, array.device, array.base, array.bytes);
+        drop(reg);
+        sim.give_back_device_memory(array.device, array.base, array.bytes);
         Ok(())
     }))
 }
@@ -90,23 +91,27 @@ pub unsafe extern "C" fn hipsim_impl_hipMipmappedArrayDestroy(
 
 /// Frees everything this process holds on `device` (hipDeviceReset).
 pub fn reset_device(sim: &Sim, device: usize) {
+    // The registry and every shard, so that the device is seen empty at one instant.
     let mut reg = sim.registry();
+    let mut shards = sim.all_shards();
     let mut give_back = Vec::new();
     let mut unmap_only = Vec::new();
-    reg.allocs.retain(|&base, a| {
-        if a.device != device {
-            return true;
-        }
-        if a.kind == AllocKind::Managed {
-            unmap_only.push((base, a.bytes));
-        } else {
-            give_back.push((base, a.bytes));
-        }
-        false
-    });
-    for (_, bytes) in &unmap_only {
-        reg.managed_count -= 1;
-        reg.managed_bytes -= bytes;
+    for shard in shards.iter_mut() {
+        let mut managed = (0, 0);
+        shard.allocs.retain(|&base, a| {
+            if a.device != device {
+                return true;
+            }
+            if a.kind == AllocKind::Managed {
+                unmap_only.push((base, a.bytes));
+                managed = (managed.0 + 1, managed.1 + a.bytes);
+            } else {
+                give_back.push((base, a.bytes));
+            }
+            false
+        });
+        shard.managed_count -= managed.0;
+        shard.managed_bytes -= managed.1;
     }
     let reg_ref = &mut *reg;
     for table in [&mut reg_ref.arrays, &mut reg_ref.mipmaps] {
@@ -149,9 +154,12 @@ pub fn reset_device(sim: &Sim, device: usize) {
         }
     }
     for (base, bytes) in give_back {
-        sim.give_back_device_memory(&mut reg, device, base, bytes);
+        let shard = &mut shards[shard_of(base, SHARDS)];
+        sim.unplace_in(shard, device, base, bytes);
+        sim.usage.release(device, bytes as u64);
     }
-    reg.arenas[device].reset_if_empty();
+    sim.reset_small_if_empty(&mut shards, device);
+    drop(shards);
     drop(reg);
     for (base, bytes) in unmap_only {
         crate::memory::unmap(base, bytes);

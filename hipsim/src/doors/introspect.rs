@@ -33,7 +33,7 @@ pub unsafe extern "C" fn hipsimGetProcessUsage(device: c_int, bytes: *mut usize)
     status(sim::get().and_then(|sim| {
         let out = out!(bytes)?;
         let device = sim.device(device)?;
-        out.set(sim.registry().held_per_device(sim.devices())[device]);
+        out.set(sim.held_per_device()[device]);
         Ok(())
     }))
 }
@@ -46,9 +46,13 @@ pub unsafe extern "C" fn hipsimGetProcessUsage(device: c_int, bytes: *mut usize)
 pub unsafe extern "C" fn hipsimGetManagedCount(count: *mut usize, bytes: *mut usize) -> hipError_t {
     status(sim::get().and_then(|sim| {
         let (count, bytes) = (out!(count)?, out!(bytes)?);
-        let reg = sim.registry();
-        count.set(reg.managed_count);
-        bytes.set(reg.managed_bytes);
+        let (mut n, mut b) = (0, 0);
+        for shard in sim.all_shards() {
+            n += shard.managed_count;
+            b += shard.managed_bytes;
+        }
+        count.set(n);
+        bytes.set(b);
         Ok(())
     }))
 }
@@ -62,7 +66,8 @@ pub unsafe extern "C" fn hipsimGetAllocationCount(count: *mut usize) -> hipError
     status(sim::get().and_then(|sim| {
         let out = out!(count)?;
         let reg = sim.registry();
-        out.set(reg.allocs.len() + reg.arrays.len() + reg.mipmaps.len());
+        let allocs: usize = sim.all_shards().iter().map(|s| s.allocs.len()).sum();
+        out.set(allocs + reg.arrays.len() + reg.mipmaps.len());
         Ok(())
     }))
 }

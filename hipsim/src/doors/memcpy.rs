@@ -7,7 +7,7 @@ use hip_sys::*;
 use std::ffi::{c_int, c_void};
 
 fn device_range_ok(sim: &Sim, addr: usize, len: usize, need: libc::c_int) -> bool {
-    sim.registry().covers(addr, len, need)
+    sim.covers(addr, len, need)
 }
 
 /// # Safety

@@ -34,18 +34,22 @@ fn pool_alloc(sim: &Sim, ptr: Out<*mut c_void>, size: usize, pool: usize) -> Hip
     let mut reg = sim.registry();
     let p = reg.pools.get_mut(&pool).ok_or(hipErrorInvalidValue)?;
     let device = p.device;
-    let addr = match p.cache.iter().rposition(|&(_, b)| b == bytes) {
-        Some(i) => p.cache.swap_remove(i).0,
-        None => sim.take_device_memory(&mut reg, device, bytes)?,
+    let alloc = Alloc {
+        bytes,
+        device,
+        kind: AllocKind::Pool(pool),
     };
-    reg.allocs.insert(
-        addr,
-        Alloc {
-            bytes,
-            device,
-            kind: AllocKind::Pool(pool),
-        },
-    );
+    let addr = match p.cache.iter().rposition(|&(_, b)| b == bytes) {
+        Some(i) => {
+            let addr = p.cache.swap_remove(i).0;
+            sim.shard_for(addr).allocs.insert(addr, alloc);
+            addr
+        }
+        None => sim.take_device_memory(device, bytes, |shard, addr| {
+            shard.allocs.insert(addr, alloc);
+        })?,
+    };
+    drop(reg);
     ptr.set(addr as *mut c_void);
     Ok(())
 }
@@ -60,7 +64,7 @@ pub fn release_caches(sim: &Sim, device: usize) {
         .flat_map(|p| std::mem::take(&mut p.cache))
         .collect();
     for (base, bytes) in blocks {
-        sim.give_back_device_memory(&mut reg, device, base, bytes);
+        sim.give_back_device_memory(device, base, bytes);
     }
 }
 
@@ -108,29 +112,25 @@ pub unsafe extern "C" fn hipsim_impl_hipFreeAsync(
         if ptr.is_null() {
             return Ok(());
         }
+        let addr = ptr as usize;
         let mut reg = sim.registry();
-        let alloc = *reg
-            .allocs
-            .get(&(ptr as usize))
-            .ok_or(hipErrorInvalidValue)?;
+        let mut shard = sim.shard_for(addr);
+        let alloc = *shard.allocs.get(&addr).ok_or(hipErrorInvalidValue)?;
         match alloc.kind {
             AllocKind::Pool(pool) => {
-                reg.allocs.remove(&(ptr as usize));
+                shard.allocs.remove(&addr);
+                drop(shard);
                 match reg.pools.get_mut(&pool) {
-                    Some(p) => p.cache.push((ptr as usize, alloc.bytes)),
+                    Some(p) => p.cache.push((addr, alloc.bytes)),
                     None => {
                         // Its pool was destroyed meanwhile: nothing left to cache it in.
-                        sim.give_back_device_memory(
-                            &mut reg,
-                            alloc.device,
-                            ptr as usize,
-                            alloc.bytes,
-                        );
+                        sim.give_back_device_memory(alloc.device, addr, alloc.bytes);
                     }
                 }
                 Ok(())
             }
             _ => {
+                drop(shard);
                 drop(reg);
                 super::free::free(sim, ptr)
             }
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn hipsim_impl_hipMemPoolTrimTo(
             trimmed.push(block);
         }
         for (base, bytes) in trimmed {
-            sim.give_back_device_memory(&mut reg, device, base, bytes);
+            sim.give_back_device_memory(device, base, bytes);
         }
         Ok(())
     }))
@@ -210,7 +210,7 @@ pub unsafe extern "C" fn hipsim_impl_hipMemPoolDestroy(pool: hipMemPool_t) -> hi
         }
         let p = reg.pools.remove(&(pool as usize)).expect("checked above");
         for (base, bytes) in p.cache {
-            sim.give_back_device_memory(&mut reg, p.device, base, bytes);
+            sim.give_back_device_memory(p.device, base, bytes);
         }
         Ok(())
     }))

@@ -214,12 +214,8 @@ pub unsafe extern "C" fn hipsim_impl_hipMemPtrGetInfo(
     status(sim::get().and_then(|sim| {
         let out = out!(size)?;
         let addr = ptr as usize;
-        let reg = sim.registry();
-        let bytes = reg
-            .allocs
-            .iter()
-            .find(|(&base, a)| addr >= base && addr < base + a.bytes)
-            .map(|(_, a)| a.bytes)
+        let bytes = sim
+            .allocation_containing(addr)
             .ok_or(hipErrorInvalidValue)?;
         out.set(bytes);
         Ok(())
