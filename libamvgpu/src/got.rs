@@ -80,7 +80,10 @@ struct Elf64Phdr {
 const _: () = assert!(core::mem::size_of::<Elf64Phdr>() == 56);
 
 /// Objects already patched (link-map addresses), open addressing, 0 = empty.
-const DONE_SLOTS: usize = 4096;
+/// Small on purpose: with redirected definitions only the runtime and `libhsa-runtime64` are
+/// marked (and, in the fallback, program objects). Every object's `la_objclose` probes it,
+/// and a larger table costs one page fault per page probed in every process.
+const DONE_SLOTS: usize = 256;
 static DONE: [AtomicUsize; DONE_SLOTS] = [const { AtomicUsize::new(0) }; DONE_SLOTS];
 
 /// Slots rewritten so far (reported in the debug log at initialisation).
