@@ -165,7 +165,14 @@ impl Usage {
             });
         match result {
             Ok(before) => {
-                slot.peak.fetch_max(before + bytes, Ordering::Relaxed);
+                // `peak` only grows, so a value loaded is a lower bound of it: when that already
+                // covers ours, `fetch_max` would change nothing, and skipping it spares a
+                // read-modify-write of the line every thread (and process) allocating here
+                // contends for.
+                let live = before + bytes;
+                if slot.peak.load(Ordering::Relaxed) < live {
+                    slot.peak.fetch_max(live, Ordering::Relaxed);
+                }
                 true
             }
             Err(_) => false,
