@@ -358,13 +358,21 @@ pub fn own_slots_unreadable() -> bool {
 pub fn settle_runtime() {
     let runtime = PENDING_RUNTIME.load(Ordering::Acquire);
     if !runtime.is_null() {
+        let interposed = interposed_names(runtime);
         let decide = |name: *const c_char| -> Option<(usize, usize)> {
             // SAFETY: `name` is NUL-terminated (from the runtime's string table).
             let sym = unsafe { symbols::find_c(name) }?;
+            if interposed & (1u64 << sym as u32) != 0 {
+                // An object ahead of the runtime in the lookup order (an LD_PRELOAD tracer)
+                // defines this name: the loader binds the runtime's own references to it, and
+                // so do we (by leaving them alone).
+                return None;
+            }
             let real = symbols::redirected(sym);
             (real != 0).then_some((symbols::wrapper(sym)?, real))
         };
         if settle(&PENDING_RUNTIME, runtime, decide) == Fixed::Done
+            && interposed == 0
             && PENDING_RUNTIME.load(Ordering::Acquire).is_null()
         {
             // Every own slot now holds the real function: nothing in the runtime leads back
@@ -386,6 +394,37 @@ pub fn settle_runtime() {
         };
         let _ = settle(&PENDING_HSA, hsa, decide);
     }
+}
+
+/// The wrapped names (bit `Sym as u32`) that an object ahead of `runtime` in the base
+/// namespace's search list defines: the main program or an `LD_PRELOAD`ed interposer, which the
+/// loader's default lookup finds first. Reads only symbol tables (loader callback or cold path).
+fn interposed_names(runtime: *mut LinkMap) -> u64 {
+    const _: () = assert!(symbols::WRAPPED_COUNT <= 64);
+    let mut mask = 0u64;
+    let mut map = MAIN_MAP.load(Ordering::Acquire);
+    // Bounded: the list is finite, but a bound costs nothing if it were ever corrupt.
+    for _ in 0..4096 {
+        if map.is_null() || map == runtime {
+            break;
+        }
+        // SAFETY: the base namespace's list is kept consistent by the loader; its objects stay
+        // mapped while they are on it (this runs at la_preinit, at loader events, or from a
+        // wrapper, none of which races an unload of an object ahead of the runtime).
+        let object = unsafe { &*map };
+        // SAFETY: as above: l_ld is the object's dynamic section.
+        if let Some(tables) = unsafe { crate::elf::DynamicTables::read(object.l_addr, object.l_ld) }
+        {
+            for (i, name) in symbols::NAMES[..symbols::WRAPPED_COUNT].iter().enumerate() {
+                // SAFETY: the tables belong to a mapped object (see above).
+                if unsafe { tables.lookup(name) }.is_some() {
+                    mask |= 1 << i;
+                }
+            }
+        }
+        map = object.l_next;
+    }
+    mask
 }
 
 /// Fixes one pending object's own slots; clears `pending` once there is nothing left to do.

@@ -86,6 +86,23 @@ impl Scratch {
         }
     }
 
+    /// A hooked run of `exe` with `limit` and extra environment.
+    fn run_with(&self, exe: &Compiled, limit: &str, env: &[(&str, &str)]) -> Output {
+        let mut run = exe
+            .run()
+            .env("HIP_DEVICE_MEMORY_LIMIT", limit)
+            .env(
+                "HIP_DEVICE_MEMORY_SHARED_CACHE",
+                self.dir.path().join("ledger"),
+            )
+            .env("HIPSIM_DEVICES", "1")
+            .env("HIPSIM_VRAM", "4g");
+        for (k, v) in env {
+            run = run.env(k, v);
+        }
+        run.audit().output()
+    }
+
     /// A run of `exe` with one simulated 4 GiB device, under the hook if `hooked`, with the
     /// limit `limit` and this test's own ledger.
     fn run(&self, exe: &Compiled, limit: &str, hooked: bool, args: &[&str]) -> Output {
@@ -372,6 +389,37 @@ fn dlopened_library_compiled_with_fno_plt() {
     assert_relocations(&lib, "hipMalloc", &["R_X86_64_GLOB_DAT"]);
     let exe = build("DLOPEN", Hip::NotLinked, &[], &[]);
     check_shape(&exe, &[&lib.display().to_string(), "user"], &[]);
+}
+
+/// An `LD_PRELOAD`ed tracer that defines hipMalloc and forwards with `dlsym(RTLD_NEXT)` (as
+/// profiling shims do) keeps seeing every call, the runtime's own included, and the container
+/// is still charged exactly once: the program's call reaches the tracer, then the redirected
+/// definition; the runtime's own hipMalloc (inside hipMallocPitch) is left bound to the tracer,
+/// and the re-entrancy guard stays on so its nested call is not counted twice.
+#[test]
+fn an_ld_preload_interposer_sees_every_call_and_memory_is_counted_once() {
+    let interposer = build_library("INTERPOSER", &["-ldl"]);
+    let preload = interposer.display().to_string();
+    let env = [("LD_PRELOAD", preload.as_str())];
+    // The program's own calls: first (6 MiB) and second (4 MiB, refused by the hook).
+    let direct = build("DIRECT", Hip::Linked, &[], &[]);
+    check_shape(&direct, &[], &env);
+    let out = Scratch::new().run_with(&direct, "8m", &env);
+    assert!(
+        out.stderr.contains("interposer: 2 hipMalloc calls"),
+        "{}",
+        out.describe("the tracer sees both of the program's calls")
+    );
+    // The runtime's own call inside hipMallocPitch: the 6 MiB pitched allocation reaches the
+    // tracer once (the refused 4 MiB one never reaches the runtime), and is counted once.
+    let pitch = build("PITCH", Hip::Linked, &[], &[]);
+    check_shape(&pitch, &[], &env);
+    let out = Scratch::new().run_with(&pitch, "8m", &env);
+    assert!(
+        out.stderr.contains("interposer: 1 hipMalloc calls"),
+        "{}",
+        out.describe("the tracer sees the runtime's own hipMalloc")
+    );
 }
 
 #[test]

@@ -98,6 +98,35 @@ int main(void) {
     return 0;
 }
 
+#elif defined(SHAPE_PITCH)
+/* hipMallocPitch, which the simulated runtime implements by calling its exported hipMalloc
+ * through its own PLT: 6 MiB as 6144 rows of 1 KiB, then 4 MiB the same way. */
+static hipError_t pitch_alloc(void **p, size_t n) {
+    size_t pitch = 0;
+    return hipMallocPitch(p, &pitch, 1024, n / 1024);
+}
+static hipError_t call_meminfo(size_t *f, size_t *t) { return hipMemGetInfo(f, t); }
+int main(void) {
+    struct doors d = {pitch_alloc, call_meminfo, hipsimGetUsage};
+    run_workload(&d);
+    return 0;
+}
+
+#elif defined(SHAPE_INTERPOSER)
+/* An LD_PRELOAD tracer, as profiling shims are built: defines hipMalloc, counts the call and
+ * forwards to the next definition (RTLD_NEXT). Reports its count on stderr at exit:
+ *   interposer: <n> hipMalloc calls */
+static int interposed_calls;
+hipError_t hipMalloc(void **p, size_t n) {
+    static malloc_fn next;
+    if (next == NULL) next = (malloc_fn)must_dlsym(RTLD_NEXT, "hipMalloc");
+    __atomic_add_fetch(&interposed_calls, 1, __ATOMIC_RELAXED);
+    return next(p, n);
+}
+__attribute__((destructor)) static void interposer_report(void) {
+    fprintf(stderr, "interposer: %d hipMalloc calls\n", interposed_calls);
+}
+
 #elif defined(SHAPE_USER_LIB)
 /* Built as a shared library that a program dlopens: calls HIP directly (PLT, or GOT with
  * -fno-plt). */
