@@ -35,8 +35,9 @@ use crate::got::ProgramHeaders;
 /// Most names redirected in one object.
 const MAX_NAMES: usize = 64;
 
-/// Most entries rewritten in one object (every wrapped name, a few versions each).
-const MAX_ENTRIES: usize = 256;
+/// Most entries rewritten in one object (every wrapped name, a few versions each; the array
+/// lives on the loader's stack, so it is kept small).
+const MAX_ENTRIES: usize = 128;
 
 /// Why an object's definitions could not be redirected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -255,18 +255,43 @@ fn has_policy(records: &[u8]) -> bool {
     Snapshot::from_records_ref(records).any(|(name, _)| policy(name))
 }
 
+/// A debug line about a source, kept until the snapshot has decided the log level. An errno is
+/// turned into text only if the line is printed: `strerror` pulls in libc's message tables and
+/// locale code, a few page faults in every process for lines that are almost never shown.
+enum Note {
+    Text(String),
+    /// `{0}: {errno's message}{2}`.
+    Errno(String, i32, &'static str),
+}
+
+impl From<String> for Note {
+    fn from(text: String) -> Note {
+        Note::Text(text)
+    }
+}
+
+impl core::fmt::Display for Note {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Note::Text(text) => f.write_str(text),
+            Note::Errno(what, errno, after) => write!(
+                f,
+                "{what}: {}{after}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+        }
+    }
+}
+
 /// Builds the snapshot from all sources, then logs (at the level it configures) what it did.
 fn build() -> Global {
-    let mut notes: Vec<String> = Vec::new();
+    let mut notes: Vec<Note> = Vec::new();
     // Bad content (not an absent source) is worth a warning.
     let mut warnings: Vec<String> = Vec::new();
     let (mut records, source) = match read_file(c"/proc/self/environ", usize::MAX) {
         Ok(bytes) => (bytes, Source::ProcSelfEnviron),
         Err(errno) => {
-            notes.push(format!(
-                "/proc/self/environ: {}",
-                std::io::Error::from_raw_os_error(errno)
-            ));
+            notes.push(Note::Errno("/proc/self/environ".into(), errno, ""));
             let env = crate::audit::initial_environ();
             if env.is_null() {
                 (Vec::new(), Source::Empty)
@@ -300,22 +325,29 @@ fn build() -> Global {
                         path.to_string_lossy()
                     ));
                 }
-                notes.push(format!(
-                    "config file {}: {} byte(s) of settings added",
-                    path.to_string_lossy(),
-                    records.len() - own_count
-                ));
+                notes.push(
+                    format!(
+                        "config file {}: {} byte(s) of settings added",
+                        path.to_string_lossy(),
+                        records.len() - own_count
+                    )
+                    .into(),
+                );
             }
-            Err(errno) => notes.push(format!(
-                "config file {}: {}; skipped",
-                path.to_string_lossy(),
-                std::io::Error::from_raw_os_error(errno)
+            Err(errno) => notes.push(Note::Errno(
+                format!("config file {}", path.to_string_lossy()),
+                errno,
+                "; skipped",
             )),
         },
     }
 
     if has_policy(&records) {
-        notes.push("the pod's settings come from this process's own sources".to_string());
+        notes.push(
+            "the pod's settings come from this process's own sources"
+                .to_string()
+                .into(),
+        );
     } else {
         walk_ancestors(&mut records, &mut notes);
     }
@@ -340,7 +372,7 @@ fn build() -> Global {
 
 /// Merges the pod's settings from the nearest ancestor that carries the pod's policy, or from
 /// PID 1 when no ancestor in the chain does.
-fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<String>) {
+fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<Note>) {
     // SAFETY: getuid/getppid have no preconditions.
     let (uid, mut pid) = unsafe { (libc::getuid(), libc::getppid()) };
     let mut visited_init = false;
@@ -351,19 +383,23 @@ fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<String>) {
         visited_init |= pid == 1;
         match visit(pid, uid, records) {
             Visit::OtherUser => {
-                notes.push(format!(
-                    "ancestor {pid} runs as another user; inheritance stops there"
-                ));
+                notes.push(
+                    format!("ancestor {pid} runs as another user; inheritance stops there").into(),
+                );
                 return;
             }
-            Visit::Unreadable(what, errno) => notes.push(format!(
-                "ancestor {pid}: {what}: {}; skipped",
-                std::io::Error::from_raw_os_error(errno)
+            Visit::Unreadable(what, errno) => notes.push(Note::Errno(
+                format!("ancestor {pid}: {what}"),
+                errno,
+                "; skipped",
             )),
             Visit::Read(taken) => {
-                notes.push(format!(
-                    "ancestor {pid}: {taken} pod setting(s) inherited; the walk ends there"
-                ));
+                notes.push(
+                    format!(
+                        "ancestor {pid}: {taken} pod setting(s) inherited; the walk ends there"
+                    )
+                    .into(),
+                );
                 return;
             }
             Visit::NoPolicy => {}
@@ -374,20 +410,23 @@ fn walk_ancestors(records: &mut Vec<u8>, notes: &mut Vec<String>) {
         match parent_of(pid) {
             Some(parent) => pid = parent,
             None => {
-                notes.push(format!("ancestor {pid}: parent unknown; walk ends"));
+                notes.push(format!("ancestor {pid}: parent unknown; walk ends").into());
                 break;
             }
         }
     }
     if !visited_init {
         match visit(1, uid, records) {
-            Visit::Read(taken) => notes.push(format!("PID 1: {taken} pod setting(s) inherited")),
+            Visit::Read(taken) => {
+                notes.push(format!("PID 1: {taken} pod setting(s) inherited").into())
+            }
             Visit::NoPolicy => {}
-            Visit::OtherUser => notes.push("PID 1 runs as another user; skipped".to_string()),
-            Visit::Unreadable(what, errno) => notes.push(format!(
-                "PID 1: {what}: {}; skipped",
-                std::io::Error::from_raw_os_error(errno)
-            )),
+            Visit::OtherUser => {
+                notes.push("PID 1 runs as another user; skipped".to_string().into())
+            }
+            Visit::Unreadable(what, errno) => {
+                notes.push(Note::Errno(format!("PID 1: {what}"), errno, "; skipped"))
+            }
         }
     }
 }
