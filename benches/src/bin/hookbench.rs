@@ -97,6 +97,17 @@ fn main() {
     );
 }
 
+/// Which start-up comparison to run.
+#[derive(Clone, Copy)]
+enum Variant<'a> {
+    /// The hooked process creates the ledger file (the first process of a container).
+    First,
+    /// The hooked process finds the ledger file (a process joining a container).
+    Join,
+    /// Not the hook but this audit module, without any limit.
+    NullModule(&'a Path),
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok {
         "PASS"
@@ -479,17 +490,29 @@ impl Bench {
         bind_now: bool,
         functions: usize,
         runs: usize,
-        join: bool,
+        variant: Variant,
     ) -> Result<Comparison, String> {
         // every function called once: the sum of (1 + i)
         let expected = (functions * (functions + 1) / 2).to_string();
-        // `join`: the hooked process finds the container's ledger file already there (made by
+        // Join: the hooked process finds the container's ledger file already there (made by
         // a first process), as every process but the first of a container does.
         let shared = self.work.join("startup-join-ledger");
         self.side_by_side(runs, |hooked| {
-            let mut cmd = self.command(cputime, hooked, "startup");
-            if join && hooked {
-                cmd.env("HIP_DEVICE_MEMORY_SHARED_CACHE", &shared);
+            let mut cmd;
+            match variant {
+                Variant::First => cmd = self.command(cputime, hooked, "startup"),
+                Variant::Join => {
+                    cmd = self.command(cputime, hooked, "startup");
+                    if hooked {
+                        cmd.env("HIP_DEVICE_MEMORY_SHARED_CACHE", &shared);
+                    }
+                }
+                Variant::NullModule(module) => {
+                    cmd = self.command(cputime, false, "startup");
+                    if hooked {
+                        cmd.env("LD_AUDIT", module);
+                    }
+                }
             }
             cmd.arg(exe);
             if bind_now {
@@ -548,10 +571,13 @@ impl Bench {
                 }
             };
             let pct = |h: f64, p: f64| (h / p - 1.0) * 100.0;
-            for (join, who) in [(false, "first process "), (true, "joining process")] {
+            for (variant, who) in [
+                (Variant::First, "first process "),
+                (Variant::Join, "joining process"),
+            ] {
                 let c =
-                    self.startup_runs(&cputime, &pick(&many), bind_now, FUNCTIONS, runs, join)?;
-                let base = self.startup_runs(&cputime, &pick(&none), bind_now, 0, runs, join)?;
+                    self.startup_runs(&cputime, &pick(&many), bind_now, FUNCTIONS, runs, variant)?;
+                let base = self.startup_runs(&cputime, &pick(&none), bind_now, 0, runs, variant)?;
                 let cpu_pct = pct(c.hooked.cpu, c.plain.cpu);
                 println!(
                     "(c) start-up, {FUNCTIONS} bindings {label}, {who}: CPU plain {:6.2} ms \
@@ -571,6 +597,41 @@ impl Bench {
                 );
             }
         }
+        self.startup_floor(&cputime, &none.0, runs)?;
+        Ok(())
+    }
+
+    /// For scale: what the smallest audit module that uses libc (`hook/nullaudit.c`) adds to
+    /// the start-up of the same program without extra bindings.
+    fn startup_floor(&self, cputime: &Path, program: &Path, runs: usize) -> Result<(), String> {
+        let module = self.work.join("libnullaudit.so");
+        let out = Command::new("cc")
+            .args(["-O2", "-shared", "-fPIC"])
+            .arg(Self::fixture_src("nullaudit"))
+            .arg("-o")
+            .arg(&module)
+            .output()
+            .map_err(|e| format!("run cc: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "building nullaudit: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let c = self.startup_runs(
+            cputime,
+            program,
+            false,
+            0,
+            runs,
+            Variant::NullModule(&module),
+        )?;
+        println!(
+            "    for scale: an audit module that only uses libc (hook/nullaudit.c) adds {:+.2} ms \
+             CPU to the same program (noise +-{:.2} ms)   report",
+            c.added_cpu(),
+            c.cpu_noise
+        );
         Ok(())
     }
 
