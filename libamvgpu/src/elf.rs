@@ -186,45 +186,40 @@ impl DynamicTables {
             }
             return;
         }
-        let hash = gnu_hash(name);
-        let table = self.gnu_hash;
-        // SAFETY: the GNU hash layout, as in `lookup_gnu`; the chain of a bucket ends at the
-        // first entry whose low bit is set.
+        // SAFETY: forwarded caller guarantee.
         unsafe {
-            let nbuckets = *table as usize;
-            let symoffset = *table.add(1) as usize;
-            let bloom_size = *table.add(2) as usize;
-            if nbuckets == 0 {
-                return;
-            }
-            let buckets = table.add(4 + bloom_size * 2);
-            let chains = buckets.add(nbuckets);
-            let mut index = *buckets.add(hash as usize % nbuckets) as usize;
-            if index < symoffset {
-                return;
-            }
-            loop {
-                let chain = *chains.add(index - symoffset);
-                if (chain | 1) == (hash | 1) {
-                    if let Some((sym, default)) = self.definition(index, name) {
-                        found(sym, default);
-                    }
+            self.gnu_candidates(name, |index| {
+                if let Some((sym, default)) = self.definition(index, name) {
+                    found(sym, default);
                 }
-                if chain & 1 != 0 {
-                    return;
-                }
-                index += 1;
-            }
+                None::<()>
+            });
         }
     }
 
     /// # Safety
     /// See [`DynamicTables::lookup`].
     unsafe fn lookup_gnu(&self, name: &[u8]) -> Option<usize> {
+        // SAFETY: forwarded caller guarantee; `matches` gets indices of the symbol table.
+        unsafe { self.gnu_candidates(name, |index| self.matches(index, name)) }
+    }
+
+    /// Calls `visit` with the index of every symbol in `name`'s `DT_GNU_HASH` chain whose hash
+    /// matches, until it returns `Some`; returns that.
+    ///
+    /// # Safety
+    /// `gnu_hash` must be non-null and the tables from [`DynamicTables::read`] on a mapped
+    /// object; `visit` receives valid symbol-table indices.
+    unsafe fn gnu_candidates<T>(
+        &self,
+        name: &[u8],
+        mut visit: impl FnMut(usize) -> Option<T>,
+    ) -> Option<T> {
         let hash = gnu_hash(name);
         let table = self.gnu_hash;
         // SAFETY: the GNU hash header is four words (nbuckets, symoffset, bloom_size,
-        // bloom_shift), followed by bloom_size u64 words, nbuckets buckets, then the chains.
+        // bloom_shift), followed by bloom_size u64 words, nbuckets buckets, then the chains;
+        // a bucket's chain ends at the first entry whose low bit is set.
         unsafe {
             let nbuckets = *table as usize;
             let symoffset = *table.add(1) as usize;
@@ -241,8 +236,8 @@ impl DynamicTables {
             loop {
                 let chain = *chains.add(index - symoffset);
                 if (chain | 1) == (hash | 1) {
-                    if let Some(addr) = self.matches(index, name) {
-                        return Some(addr);
+                    if let Some(found) = visit(index) {
+                        return Some(found);
                     }
                 }
                 if chain & 1 != 0 {
@@ -337,6 +332,26 @@ mod tests {
         assert_eq!(unsafe { tables.lookup(b"getpi") }, None);
         // SAFETY: as above.
         assert_eq!(unsafe { tables.lookup(b"no_such_symbol_anywhere") }, None);
+        // Every version of a name, the default one marked: libc exports pthread_cond_wait as
+        // GLIBC_2.3.2 (default) and GLIBC_2.2.5 (hidden), two different functions.
+        let mut seen = Vec::new();
+        // SAFETY: as above; the callback only reads the entries.
+        unsafe {
+            tables.for_each_definition(b"pthread_cond_wait", |sym, default| {
+                seen.push((found.0 + (*sym).st_value as usize, default))
+            })
+        };
+        let defaults: Vec<usize> = seen.iter().filter(|s| s.1).map(|s| s.0).collect();
+        assert!(seen.len() >= 2, "{seen:x?}");
+        assert_eq!(
+            defaults,
+            [libc::pthread_cond_wait as *const () as usize],
+            "{seen:x?}"
+        );
+        let mut none = 0;
+        // SAFETY: as above.
+        unsafe { tables.for_each_definition(b"pthread_cond_wai", |_, _| none += 1) };
+        assert_eq!(none, 0);
     }
 
     #[test]

@@ -86,17 +86,22 @@ impl Scratch {
         }
     }
 
-    /// A hooked run of `exe` with `limit` and extra environment.
-    fn run_with(&self, exe: &Compiled, limit: &str, env: &[(&str, &str)]) -> Output {
-        let mut run = exe
-            .run()
+    /// A run of `exe` with one simulated 4 GiB device, the limit `limit` and this test's own
+    /// ledger, not yet started.
+    fn prepare(&self, exe: &Compiled, limit: &str) -> testkit::Run {
+        exe.run()
             .env("HIP_DEVICE_MEMORY_LIMIT", limit)
             .env(
                 "HIP_DEVICE_MEMORY_SHARED_CACHE",
                 self.dir.path().join("ledger"),
             )
             .env("HIPSIM_DEVICES", "1")
-            .env("HIPSIM_VRAM", "4g");
+            .env("HIPSIM_VRAM", "4g")
+    }
+
+    /// A hooked run of `exe` with `limit` and extra environment.
+    fn run_with(&self, exe: &Compiled, limit: &str, env: &[(&str, &str)]) -> Output {
+        let mut run = self.prepare(exe, limit);
         for (k, v) in env {
             run = run.env(k, v);
         }
@@ -106,16 +111,7 @@ impl Scratch {
     /// A run of `exe` with one simulated 4 GiB device, under the hook if `hooked`, with the
     /// limit `limit` and this test's own ledger.
     fn run(&self, exe: &Compiled, limit: &str, hooked: bool, args: &[&str]) -> Output {
-        let mut run = exe
-            .run()
-            .env("HIP_DEVICE_MEMORY_LIMIT", limit)
-            .env(
-                "HIP_DEVICE_MEMORY_SHARED_CACHE",
-                self.dir.path().join("ledger"),
-            )
-            .env("HIPSIM_DEVICES", "1")
-            .env("HIPSIM_VRAM", "4g")
-            .args(args);
+        let mut run = self.prepare(exe, limit).args(args);
         if hooked {
             run = run.audit();
         }

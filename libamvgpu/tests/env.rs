@@ -14,29 +14,27 @@ const MIB: u64 = 1 << 20;
 
 fn probe() -> &'static Compiled {
     static PROBE: OnceLock<Compiled> = OnceLock::new();
-    PROBE.get_or_init(|| {
-        Fixture::from_path(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env_fixtures/envprobe.c"),
-        )
-        .link_flag("-ldl")
-        .compile()
-        .expect("envprobe compiles")
-    })
+    PROBE.get_or_init(|| compile_probe(&[]))
 }
 
 /// The same probe compiled with `-fno-plt`: its `getenv` calls go through a GLOB_DAT GOT slot,
 /// never a PLT stub.
 fn probe_no_plt() -> &'static Compiled {
     static PROBE: OnceLock<Compiled> = OnceLock::new();
-    PROBE.get_or_init(|| {
-        Fixture::from_path(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env_fixtures/envprobe.c"),
-        )
-        .cflag("-fno-plt")
+    PROBE.get_or_init(|| compile_probe(&["-fno-plt"]))
+}
+
+fn compile_probe(cflags: &[&str]) -> Compiled {
+    let mut fixture = Fixture::from_path(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env_fixtures/envprobe.c"),
+    );
+    for flag in cflags {
+        fixture = fixture.cflag(flag);
+    }
+    fixture
         .link_flag("-ldl")
         .compile()
-        .expect("envprobe compiles with -fno-plt")
-    })
+        .unwrap_or_else(|e| panic!("envprobe compiles with {cflags:?}: {e}"))
 }
 
 /// `target/<profile>/libhsa_runtime64.so`, built on first use like testkit builds hipsim.
