@@ -178,6 +178,7 @@ impl Limits {
     /// The limit of `device`; devices the hook cannot account for are unlimited when no limit
     /// is configured anywhere, and refused otherwise (a limit must not be escaped by naming a
     /// device past [`MAX_DEVICES`]).
+    #[inline]
     pub fn get(&self, device: i32) -> DeviceLimit {
         match usize::try_from(device)
             .ok()
