@@ -79,11 +79,14 @@ trampoline!("pthread_setspecific");
 trampoline!("pthread_getspecific");
 
 /// Defines `$name` as a hidden symbol that tail-jumps to the Rust function `$target` (whose
-/// own name is mangled and unexported).
+/// own name is mangled and unexported). Weak, because std refers to some of these names (statx,
+/// gettid) weakly: under LTO a strong definition would make the linker warn that the binding
+/// changed. A weak definition in the module still wins over libc's at link time, and hidden
+/// makes it local to the module.
 macro_rules! hidden_alias {
     ($name:literal, $target:path) => {
         core::arch::global_asm!(
-            concat!(".globl ", $name),
+            concat!(".weak ", $name),
             concat!(".hidden ", $name),
             concat!(".type ", $name, ", %function"),
             ".p2align 4",
