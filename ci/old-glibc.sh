@@ -44,5 +44,8 @@ else
     echo "old-glibc.sh: debootstrap took $(( $(date +%s) - start )) s"
 fi
 
-AMVGPU_OLD_GLIBC_ROOT="$(cd "$root" && pwd)" \
-    cargo test -p libamvgpu --test compat old_glibc_root -- --nocapture
+# The debug build (what the tests use) and the release build (LTO, what operators deploy).
+for profile in dev release; do
+    AMVGPU_OLD_GLIBC_ROOT="$(cd "$root" && pwd)" \
+        cargo test --profile "$profile" -p libamvgpu --test compat old_glibc_root -- --nocapture
+done
