@@ -131,6 +131,14 @@ fn build() -> Pod {
             devices: Vec::new(),
         };
     }
+    check(hsa, global)
+}
+
+/// The check itself, out of line: its frame holds whole CU masks (over 32 KiB, every page of
+/// it probed on entry), which a process without a mask variable must not pay for. Inlined into
+/// `build`, it cost every hooked process eight stack page faults at its first HIP call.
+#[inline(never)]
+fn check(hsa: Option<&[u8]>, global: Option<&[u8]>) -> Pod {
     let count = device_count();
     let mut devices: Vec<Device> = (0..count)
         .map(|d| {
