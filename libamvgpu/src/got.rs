@@ -258,17 +258,6 @@ impl ProgramHeaders {
     }
 }
 
-/// The RELRO range of an object, `[start, end)` in absolute addresses, or `None` if it has
-/// none. `Err` if the program headers cannot be found.
-///
-/// # Safety
-/// `map` must be a live link map.
-unsafe fn relro_range(map: &LinkMap, is_main: bool) -> Result<Option<(usize, usize)>, ()> {
-    // SAFETY: forwarded caller guarantee.
-    let headers = unsafe { ProgramHeaders::of(map, is_main) }.ok_or(())?;
-    Ok(headers.relro())
-}
-
 /// The process id of the thread patching, 0 when none. A try-lock, never waited on: loader
 /// callbacks must not block. A fork child that inherits it held (the patching thread does not
 /// exist there) sees a foreign pid and takes it over.
@@ -374,9 +363,12 @@ unsafe fn for_each_symbol_slot(
 }
 
 /// Patches one object's relocations, once: every slot holding the real address of a wrapped
-/// function gets the wrapper. Only used when the runtime's definitions could not be
-/// redirected (see [`crate::redirect`]). `relocating` says the loader is still relocating the
-/// object (its data relocations are done, its PLT ones in progress).
+/// function, and every lazy PLT slot of a wrapped name that still holds its binding stub, gets
+/// the wrapper (a lazy slot given its final address is what `LD_BIND_NOW` would have made of
+/// it, so its first call never reaches the loader's resolver, which would bind the real
+/// function). Only used when the runtime's definitions could not be redirected (see
+/// [`crate::redirect`]). `relocating` says the loader is still relocating the object (its data
+/// relocations are done, its PLT ones in progress).
 ///
 /// # Safety
 /// `map` must be a live link map of a program object (not the runtime, the loader or this
@@ -394,34 +386,40 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
     let map_addr = map as usize;
     // SAFETY: caller guarantee.
     let map = unsafe { &*map };
+    // SAFETY: caller guarantee (live object).
+    let Some(headers) = (unsafe { ProgramHeaders::of(map, is_main) }) else {
+        return;
+    };
     // While the loader is still relocating the object its RELRO segment is writable (the loader
     // protects it afterwards), so slots are written directly; making a page read-only now
     // would fault the loader's own remaining writes.
-    let relro = if relocating {
-        None
-    } else {
-        // SAFETY: caller guarantee (live object).
-        match unsafe { relro_range(map, is_main) } {
-            Ok(relro) => relro,
-            Err(()) => return,
-        }
-    };
-    // A wrapped slot still holding 0 was not relocated yet (glibc reports a dlopen's
-    // LA_ACT_CONSISTENT before relocating it): look again at the next loader event.
+    let relro = if relocating { None } else { headers.relro() };
+    let (start, end) = headers.extent();
+    let base = map.l_addr;
+    // A wrapped slot still holding 0 (or a lazy slot its link-time value) was not relocated
+    // yet (glibc reports a dlopen's LA_ACT_CONSISTENT before relocating it): look again at the
+    // next loader event.
     let mut unrelocated = false;
     let mut writer = SlotWriter::new(relro);
-    let visit = |_, name, slot: *mut usize| {
+    let visit = |kind, name, slot: *mut usize| {
         // SAFETY: `name` is NUL-terminated (from the object's string table).
         let Some(wrapped) = (unsafe { symbols::find_c(name) }) else {
             return;
         };
         // SAFETY: the slot is a pointer-sized relocation target inside the object.
-        let current = unsafe { slot.read() };
-        if current == 0 {
+        let current = unsafe { slot.read_volatile() };
+        let plt = kind == PATCHABLE[2];
+        if current == 0 || (plt && current < base) {
             unrelocated = true;
             return;
         }
-        if let Some(wrapper) = symbols::wrapper_for_real(wrapped, current) {
+        let wrapper = if plt && current >= start && current < end {
+            // Its lazy-binding stub, inside the object itself.
+            symbols::wrapper(wrapped)
+        } else {
+            symbols::wrapper_for_real(wrapped, current)
+        };
+        if let Some(wrapper) = wrapper {
             // SAFETY: the slot is inside this object's relocated data (see above).
             unsafe { writer.write(slot, wrapper) };
         }

@@ -26,7 +26,9 @@
 //! Writing: the entries are in a read-only segment (a private file mapping), so the pages
 //! holding them are made writable for the writes and given back their segment's protection
 //! right after; copy-on-write makes the change private to this process. Nothing here
-//! allocates or locks: it runs in a loader callback.
+//! allocates or locks: it runs in a loader callback. If `mprotect` refuses (a W^X policy and
+//! a runtime whose `.dynsym` lies in an executable segment), nothing is rewritten and the hook
+//! falls back to patching the program's relocation slots ([`crate::got::patch_object`]).
 
 use crate::audit::LinkMap;
 use crate::elf::{DynamicTables, Elf64Sym};
@@ -63,6 +65,22 @@ impl Failure {
             Failure::TooMany => "it defines too many versions of the wrapped names",
             Failure::Outside => "its symbol table is not inside a loaded segment",
             Failure::Protect(_) => "mprotect refused to make its symbol table writable",
+        }
+    }
+}
+
+/// The reason with, for a refused `mprotect`, the system's error (e.g. "Permission denied (os
+/// error 13)" under a W^X policy).
+impl core::fmt::Display for Failure {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Failure::Protect(errno) => write!(
+                f,
+                "{}: {}",
+                self.describe(),
+                std::io::Error::from_raw_os_error(errno)
+            ),
+            other => f.write_str(other.describe()),
         }
     }
 }

@@ -322,24 +322,25 @@ fn make_dir(dir: &Path, mode: libc::mode_t) -> Result<(), (PathBuf, i32)> {
 fn report_binding_problems() {
     if let Some(failure) = crate::audit::runtime_redirect_failure() {
         log::error!(
-            "cannot redirect libamdhip64's HIP functions to the hook: {}; only bindings made at \
-             start-up or loader events through GOT slots are wrapped, lazy PLT calls are NOT \
+            "cannot redirect libamdhip64's HIP functions to the hook: {}; falling back to \
+             patching the program's relocation slots (calls, pointers, libraries opened later \
+             are limited), but a function pointer the program gets from dlsym() is NOT \
              limited",
-            failure.describe()
+            failure
         );
     }
     if let Some(failure) = crate::audit::libc_redirect_failure() {
         log::error!(
             "cannot redirect libc's getenv to the hook: {}; the program and runtime read the \
              process environment directly",
-            failure.describe()
+            failure
         );
     }
     if let Some(failure) = crate::audit::hsa_redirect_failure() {
         log::error!(
             "cannot redirect libhsa-runtime64's hsa_queue_create to the hook: {}; \
              AMD_TASK_PRIORITY is not applied",
-            failure.describe()
+            failure
         );
     }
     log::debug!(

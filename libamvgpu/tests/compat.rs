@@ -680,6 +680,120 @@ fn rocm_5_6_and_7_symbol_layouts() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A refused redirect (W^X policies): the GOT-patching fallback
+// ---------------------------------------------------------------------------------------------
+
+/// The stand-in runtime (`minihip.c`) linked with `-z noseparate-code`, so that its dynamic
+/// symbol table shares an executable segment with its code, as in runtimes linked before
+/// binutils 2.31: rewriting it then needs pages both writable and executable. Returns the
+/// directory holding `libamdhip64.so`.
+fn runtime_with_symbols_in_executable_pages(scratch: &Scratch) -> PathBuf {
+    let dir = scratch.dir.path().join("wx-runtime");
+    std::fs::create_dir_all(&dir).expect("create the runtime's directory");
+    let lib = dir.join("libamdhip64.so");
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_string()))
+        .args(["-O1", "-shared", "-fPIC", "-Wl,-z,noseparate-code"])
+        .args(["-Wl,-soname,libamdhip64.so", "-o"])
+        .arg(&lib)
+        .arg(compat_dir().join("minihip.c"))
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "building the stand-in runtime: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The premise: the segment holding .dynsym is executable.
+    let sections = tool("readelf", &["-S", "-W"], &lib);
+    let dynsym = sections
+        .lines()
+        .find(|l| l.contains(" .dynsym "))
+        .and_then(|l| l.split_whitespace().skip_while(|w| *w != ".dynsym").nth(2))
+        .and_then(|a| u64::from_str_radix(a, 16).ok())
+        .expect("the runtime has a .dynsym");
+    let segments = tool("readelf", &["-l", "-W"], &lib);
+    let executable = segments.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.first() == Some(&"LOAD") && f.len() >= 7 && {
+            let vaddr = u64::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap_or(0);
+            let size = u64::from_str_radix(f[5].trim_start_matches("0x"), 16).unwrap_or(0);
+            (vaddr..vaddr + size).contains(&dynsym) && f[6..].concat().contains('E')
+        }
+    });
+    assert!(
+        executable,
+        "-z noseparate-code must put .dynsym in an executable segment:\n{segments}"
+    );
+    dir
+}
+
+const REDIRECT_REFUSED: &str = "cannot redirect libamdhip64's HIP functions to the hook";
+
+/// Under a W^X policy the hook cannot rewrite such a runtime's symbol table, says so, and falls
+/// back to patching the program's relocation slots, which must still hold every shape bound
+/// through them: a lazy PLT call (its slot gets the wrapper before the first call), `-z now`,
+/// `-fno-plt` and an address-taken pointer. Without the policy the same runtime is redirected
+/// as usual (the control run), so it is the policy that forces the fallback.
+#[test]
+fn a_refused_redirect_falls_back_to_patching_and_still_holds() {
+    let scratch = Scratch::new();
+    let runtime = runtime_with_symbols_in_executable_pages(&scratch);
+    let wxdeny = Fixture::from_path(compat_dir().join("wxdeny.c"))
+        .without_hip()
+        .hip_dir(&runtime)
+        .compile()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // (what, shape, cflags, link flags, arguments)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        &'a [&'a str],
+        &'a [&'a str],
+        &'a [&'a str],
+    );
+    let shapes: [Case; 5] = [
+        ("lazy PLT call", "DIRECT", &[], &[], &[]),
+        ("-z now", "DIRECT", &[], &["-Wl,-z,now"], &[]),
+        ("-fno-plt", "DIRECT", &["-fno-plt"], &[], &[]),
+        ("address-taken pointer", "POINTER", &[], &[], &[]),
+        ("pointer table", "POINTER", &[], &[], &["table"]),
+    ];
+    for (what, shape, cflags, links, args) in shapes {
+        let exe = build(shape, Hip::LinkedFrom(&runtime), cflags, links);
+        let ledger = scratch.dir.path().join(format!("ledger-{what}"));
+        let run = |under_policy: bool| {
+            let run = if under_policy {
+                wxdeny.run().arg(&exe.exe)
+            } else {
+                exe.run()
+            };
+            run.args(args)
+                .env("HIP_DEVICE_MEMORY_LIMIT", "8m")
+                .env("HIP_DEVICE_MEMORY_SHARED_CACHE", &ledger)
+                .audit()
+                .output()
+        };
+        let control = run(false);
+        assert!(
+            !control.stderr.contains(REDIRECT_REFUSED),
+            "{}",
+            control.describe(&format!(
+                "{what}: without the policy the redirect must work"
+            ))
+        );
+        assert_held(&control);
+        let _ = std::fs::remove_file(&ledger);
+        let out = run(true);
+        assert!(
+            out.stderr.contains(REDIRECT_REFUSED) && out.stderr.contains("(os error 13)"),
+            "{}",
+            out.describe(&format!("{what}: the refused redirect must be logged"))
+        );
+        assert_held(&out);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Older glibc (Debian bullseye, glibc 2.31), see ci/old-glibc.sh
 // ---------------------------------------------------------------------------------------------
 
