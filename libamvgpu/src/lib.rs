@@ -69,8 +69,8 @@
 //!   array rows; mipmap levels; VMM handle size) on the device the memory lands on (the
 //!   calling thread's current device as the runtime reports it (asked on every call when the
 //!   process sees several devices; with exactly one it can only be device 0), the pool's
-//!   device, or `hipMemAllocationProp.location.id`) **before** the real call, and release it if the call
-//!   fails. Over the limit: `hipErrorOutOfMemory`, and the runtime is not called. Size
+//!   device, or `hipMemAllocationProp.location.id`) **before** the real call, and release it
+//!   if the call fails. Over the limit: `hipErrorOutOfMemory`, and the runtime is not called. Size
 //!   arithmetic that overflows (`hipMalloc(SIZE_MAX)`) is `hipErrorOutOfMemory` with nothing
 //!   recorded. Zero-byte requests pass through. Managed memory counts like device memory.
 //! - Frees release what the allocation reserved, on the device recorded then, only if the
