@@ -7,14 +7,8 @@ fn main() {
     // Resolve every import at load time: lazy PLT resolution inside an audit module while the
     // loader holds its lock can deadlock (DOMAIN.md §2).
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,now");
-    // Before glibc 2.34 the pthread key functions live in libpthread.so.0, not libc.so.6.
-    // src/glibc_compat.rs binds std's references to their GLIBC_2.2.5 versions; on an older
-    // loader those are only found if libpthread.so.0 is loaded, so it must be NEEDED (on 2.34+
-    // it is an empty compatibility stub). `-lpthread` alone would pick the static libpthread.a
-    // stub of Debian 12 and add nothing; --no-as-needed keeps the entry although nothing on
-    // the build machine resolves to it. (Found and verified on glibc 2.31 by helper "compat".)
-    println!("cargo:rustc-cdylib-link-arg=-Wl,--no-as-needed");
-    println!("cargo:rustc-cdylib-link-arg=-l:libpthread.so.0");
-    println!("cargo:rustc-cdylib-link-arg=-Wl,--as-needed");
+    // No libpthread.so.0: before glibc 2.34 std's pthread key functions live there, but the
+    // module's references to them are weak, with an in-module fallback (src/glibc_compat.rs),
+    // because making it NEEDED costs about 0.1 ms of every hooked process start on 2.34+.
     println!("cargo:rerun-if-changed=exports.map");
 }

@@ -12,7 +12,8 @@
 //! bind here:
 //! - the pthread key functions jump to the *old* versioned libc symbols, selected with the
 //!   assembler's `.symver` (x86-64: `GLIBC_2.2.5`; aarch64: `GLIBC_2.17`, its base version);
-//!   before glibc 2.34 these live in `libpthread.so.0`, which build.rs therefore makes NEEDED;
+//!   before glibc 2.34 these live in `libpthread.so.0`, which is not loaded in the audit
+//!   namespace, so the references are weak and fall back to a small in-module implementation;
 //! - `stat64`, `fstat64`, `statx` and `gettid` make the system call directly (on both
 //!   architectures the kernel's `struct stat` is glibc's `struct stat64`);
 //! - `__cxa_thread_atexit_impl` registers nothing and reports success. It exists only for
@@ -37,46 +38,57 @@ macro_rules! old_libc_version {
     };
 }
 
-/// Defines `$name` as a hidden function that tail-jumps to `$name@<old version>` in libc.
-macro_rules! old_version_trampoline {
-    ($name:literal, $jump:literal) => {
+/// Defines `$name` as a hidden function that tail-jumps to `$name@<old version>` in libc, or
+/// to `$fallback` when the loader found no such symbol. The reference is *weak*: on glibc 2.34+
+/// libc itself carries these old versions; before 2.34 they live in `libpthread.so.0`, which is
+/// not loaded in the audit namespace (the module does not make it NEEDED: mapping it costs about
+/// 0.1 ms of every process start), so the slot stays 0 and `crate::pthread_keys` answers.
+#[cfg(target_arch = "x86_64")]
+macro_rules! trampoline {
+    ($name:literal, $fallback:path) => {
         core::arch::global_asm!(
-            concat!(
-                ".symver amvgpu_old_",
-                $name,
-                ", ",
-                $name,
-                "@",
-                old_libc_version!()
-            ),
+            concat!(".weak amvgpu_old_", $name),
+            concat!(".symver amvgpu_old_", $name, ", ", $name, "@", old_libc_version!()),
             concat!(".globl ", $name),
             concat!(".hidden ", $name),
             concat!(".type ", $name, ", %function"),
             ".p2align 4",
             concat!($name, ":"),
-            concat!($jump, " amvgpu_old_", $name, "@PLT"),
+            concat!("mov amvgpu_old_", $name, "@GOTPCREL(%rip), %rax"),
+            "test %rax, %rax",
+            "jz {fallback}",
+            "jmp *%rax",
             concat!(".size ", $name, ", . - ", $name),
+            fallback = sym $fallback,
+            options(att_syntax),
         );
-    };
-}
-
-#[cfg(target_arch = "x86_64")]
-macro_rules! trampoline {
-    ($name:literal) => {
-        old_version_trampoline!($name, "jmp");
     };
 }
 #[cfg(target_arch = "aarch64")]
 macro_rules! trampoline {
-    ($name:literal) => {
-        old_version_trampoline!($name, "b");
+    ($name:literal, $fallback:path) => {
+        core::arch::global_asm!(
+            concat!(".weak amvgpu_old_", $name),
+            concat!(".symver amvgpu_old_", $name, ", ", $name, "@", old_libc_version!()),
+            concat!(".globl ", $name),
+            concat!(".hidden ", $name),
+            concat!(".type ", $name, ", %function"),
+            ".p2align 4",
+            concat!($name, ":"),
+            concat!("adrp x16, :got:amvgpu_old_", $name),
+            concat!("ldr x16, [x16, :got_lo12:amvgpu_old_", $name, "]"),
+            "cbz x16, {fallback}",
+            "br x16",
+            concat!(".size ", $name, ", . - ", $name),
+            fallback = sym $fallback,
+        );
     };
 }
 
-trampoline!("pthread_key_create");
-trampoline!("pthread_key_delete");
-trampoline!("pthread_setspecific");
-trampoline!("pthread_getspecific");
+trampoline!("pthread_key_create", crate::pthread_keys::key_create);
+trampoline!("pthread_key_delete", crate::pthread_keys::key_delete);
+trampoline!("pthread_setspecific", crate::pthread_keys::set_specific);
+trampoline!("pthread_getspecific", crate::pthread_keys::get_specific);
 
 /// Defines `$name` as a hidden symbol that tail-jumps to the Rust function `$target` (whose
 /// own name is mangled and unexported). Weak, because std refers to some of these names (statx,

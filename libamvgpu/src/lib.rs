@@ -34,7 +34,7 @@
 //! - Accounting is `amvgpu_ledger`: `Ledger::reserve` before each real allocation (it never
 //!   overshoots, across threads and processes, and reclaims dead processes), `release` after
 //!   each successful free, and `Tracker`s from pointer/array/handle to what was reserved.
-//! - `glibc_compat`: keeps the import floor at GLIBC_2.17 although `std` is built against a
+//! - `glibc_compat` (with `pthread_keys`, its fallback thread keys): keeps the import floor at GLIBC_2.17 although `std` is built against a
 //!   newer glibc (hidden definitions of the few newer symbols `std` references), and keeps
 //!   `libgcc_s` out of the process (hidden definitions of the unwinder entry points, which a
 //!   `panic = "abort"` module never uses).
@@ -146,6 +146,7 @@ mod glibc_compat;
 mod got;
 mod hooks;
 mod log;
+mod pthread_keys;
 mod redirect;
 mod snapshot;
 mod state;
