@@ -38,33 +38,42 @@ macro_rules! old_libc_version {
     };
 }
 
-/// Defines `$name` as a hidden function that tail-jumps to `$name@<old version>` in libc, or
-/// to `$fallback` when the loader found no such symbol. The reference is *weak*: on glibc 2.34+
-/// libc itself carries these old versions; before 2.34 they live in `libpthread.so.0`, which is
-/// not loaded in the audit namespace (the module does not make it NEEDED: mapping it costs about
-/// 0.1 ms of every process start), so the slot stays 0 and `crate::pthread_keys` answers.
+/// The trampoline's body: load the (weak) import's address from the GOT, jump to it, or to the
+/// fallback when the loader left it 0.
 #[cfg(target_arch = "x86_64")]
-macro_rules! trampoline {
-    ($name:literal, $fallback:path) => {
-        core::arch::global_asm!(
-            concat!(".weak amvgpu_old_", $name),
-            concat!(".symver amvgpu_old_", $name, ", ", $name, "@", old_libc_version!()),
-            concat!(".globl ", $name),
-            concat!(".hidden ", $name),
-            concat!(".type ", $name, ", %function"),
-            ".p2align 4",
-            concat!($name, ":"),
-            concat!("mov amvgpu_old_", $name, "@GOTPCREL(%rip), %rax"),
-            "test %rax, %rax",
-            "jz {fallback}",
-            "jmp *%rax",
-            concat!(".size ", $name, ", . - ", $name),
-            fallback = sym $fallback,
-            options(att_syntax),
-        );
+macro_rules! load_or_fallback {
+    ($name:literal) => {
+        concat!(
+            "mov rax, qword ptr [rip + amvgpu_old_",
+            $name,
+            "@GOTPCREL]\n",
+            "test rax, rax\n",
+            "jz {fallback}\n",
+            "jmp rax"
+        )
     };
 }
 #[cfg(target_arch = "aarch64")]
+macro_rules! load_or_fallback {
+    ($name:literal) => {
+        concat!(
+            "adrp x16, :got:amvgpu_old_",
+            $name,
+            "\n",
+            "ldr x16, [x16, :got_lo12:amvgpu_old_",
+            $name,
+            "]\n",
+            "cbz x16, {fallback}\n",
+            "br x16"
+        )
+    };
+}
+
+/// Defines `$name` as a hidden function that tail-jumps to `$name@<old version>` in libc, or
+/// to `$fallback` when the loader found no such symbol. The reference is *weak*: on glibc 2.34+
+/// libc itself carries these old versions; before 2.34 they live in `libpthread.so.0`, which is
+/// not loaded in the audit namespace (the module does not make it NEEDED: loading it costs
+/// 0.1-0.17 ms of every process start), so the slot stays 0 and `crate::pthread_keys` answers.
 macro_rules! trampoline {
     ($name:literal, $fallback:path) => {
         core::arch::global_asm!(
@@ -75,10 +84,7 @@ macro_rules! trampoline {
             concat!(".type ", $name, ", %function"),
             ".p2align 4",
             concat!($name, ":"),
-            concat!("adrp x16, :got:amvgpu_old_", $name),
-            concat!("ldr x16, [x16, :got_lo12:amvgpu_old_", $name, "]"),
-            "cbz x16, {fallback}",
-            "br x16",
+            load_or_fallback!($name),
             concat!(".size ", $name, ", . - ", $name),
             fallback = sym $fallback,
         );
