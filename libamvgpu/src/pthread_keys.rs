@@ -1,9 +1,9 @@
 //! Thread-specific keys for a glibc older than 2.34, where the real ones are out of reach (see
 //! `trampoline!` in `glibc_compat`). A few keys, values in a plain thread-local array,
 //! destructors never run: the same policy as `glibc_compat`'s `__cxa_thread_atexit_impl`, and
-//! for the same reason (no thread-local of
-//! this module has a destructor that matters; std only reaches these on its panic and
-//! thread-handle paths, and a release build links no call to them at all).
+//! for the same reason (no thread-local of this module has a destructor that matters; std only
+//! reaches these on its panic and thread-handle paths, and a release build links no call to
+//! them at all).
 //!
 //! Compiled into the test harness too (unlike `glibc_compat`, whose symbol definitions must
 //! not reach any other binary), so the fallback is unit-tested.
