@@ -498,20 +498,27 @@ impl<E: Env> Core<'_, E> {
             if state::status(word) == state::FREE || pid == me || !self.env.is_gone(pid) {
                 continue;
             }
-            let generation = state::generation(word);
-            let reclaiming = state::pack(state::RECLAIMING, generation, me);
-            // As in `reclaim_dead`: the generation makes this CAS fail if the
-            // slot changed hands since we looked.
-            if slot
-                .state
-                .compare_exchange(word, reclaiming, SeqCst, Relaxed)
-                .is_ok()
-            {
-                self.free_slot(index, generation);
+            if self.take_and_free(index, word, me) {
                 return true;
             }
         }
         false
+    }
+
+    /// Frees slot `index`, judged dead while its state word was `word`: marks it RECLAIMING by
+    /// `me` and frees it. The generation in `word` makes the CAS fail if the slot was freed and
+    /// claimed again (even by a recycled pid) since it was judged; then nothing is done.
+    fn take_and_free(&self, index: usize, word: u64, me: u32) -> bool {
+        let generation = state::generation(word);
+        let reclaiming = state::pack(state::RECLAIMING, generation, me);
+        let taken = self.slots[index]
+            .state
+            .compare_exchange(word, reclaiming, SeqCst, Relaxed)
+            .is_ok();
+        if taken {
+            self.free_slot(index, generation);
+        }
+        taken
     }
 
     /// Returns dead processes' slots to FREE; the number reclaimed.
@@ -548,16 +555,7 @@ impl<E: Env> Core<'_, E> {
             if !dead {
                 continue;
             }
-            let generation = state::generation(word);
-            let reclaiming = state::pack(state::RECLAIMING, generation, me);
-            // The generation in `word` makes this CAS fail if the slot was
-            // freed and claimed again (even by a recycled pid) since we looked.
-            if slot
-                .state
-                .compare_exchange(word, reclaiming, SeqCst, Relaxed)
-                .is_ok()
-            {
-                self.free_slot(index, generation);
+            if self.take_and_free(index, word, me) {
                 reclaimed += 1;
             }
         }
