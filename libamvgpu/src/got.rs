@@ -362,6 +362,43 @@ unsafe fn for_each_symbol_slot(
     Some(())
 }
 
+/// What a relocation slot of a relocated (or relocating) object holds.
+enum SlotValue {
+    /// 0, or a lazy PLT slot still holding its small link-time value, to which the loader has
+    /// not added the load bias yet: writing now would be undone (or corrupted).
+    Unrelocated,
+    /// A lazy PLT slot holding an address inside the object itself: its binding stub, or (in
+    /// the runtime, whose own functions are inside it) a function already written there.
+    LazyStub(usize),
+    /// Any other address: what the slot is bound to.
+    Bound(usize),
+}
+
+impl SlotValue {
+    /// Reads `slot`, a relocation target of kind `kind` in an object loaded at `base` whose
+    /// segments span `extent`.
+    ///
+    /// # Safety
+    /// `slot` must be a mapped, pointer-sized relocation target.
+    unsafe fn read(
+        slot: *const usize,
+        kind: u32,
+        base: usize,
+        extent: (usize, usize),
+    ) -> SlotValue {
+        // SAFETY: caller guarantee.
+        let current = unsafe { slot.read_volatile() };
+        let plt = kind == PATCHABLE[2];
+        if current == 0 || (plt && current < base) {
+            SlotValue::Unrelocated
+        } else if plt && current >= extent.0 && current < extent.1 {
+            SlotValue::LazyStub(current)
+        } else {
+            SlotValue::Bound(current)
+        }
+    }
+}
+
 /// Patches one object's relocations, once: every slot holding the real address of a wrapped
 /// function, and every lazy PLT slot of a wrapped name that still holds its binding stub, gets
 /// the wrapper (a lazy slot given its final address is what `LD_BIND_NOW` would have made of
@@ -407,17 +444,13 @@ pub unsafe fn patch_object(map: *mut LinkMap, is_main: bool, relocating: bool) {
             return;
         };
         // SAFETY: the slot is a pointer-sized relocation target inside the object.
-        let current = unsafe { slot.read_volatile() };
-        let plt = kind == PATCHABLE[2];
-        if current == 0 || (plt && current < base) {
-            unrelocated = true;
-            return;
-        }
-        let wrapper = if plt && current >= start && current < end {
-            // Its lazy-binding stub, inside the object itself.
-            symbols::wrapper(wrapped)
-        } else {
-            symbols::wrapper_for_real(wrapped, current)
+        let wrapper = match unsafe { SlotValue::read(slot, kind, base, (start, end)) } {
+            SlotValue::Unrelocated => {
+                unrelocated = true;
+                return;
+            }
+            SlotValue::LazyStub(_) => symbols::wrapper(wrapped),
+            SlotValue::Bound(current) => symbols::wrapper_for_real(wrapped, current),
         };
         if let Some(wrapper) = wrapper {
             // SAFETY: the slot is inside this object's relocated data (see above).
@@ -487,19 +520,16 @@ pub unsafe fn fix_own_slots(
             return;
         };
         // SAFETY: the slot is a pointer-sized relocation target inside the object.
-        let current = unsafe { slot.read_volatile() };
-        if current == to {
-            return;
-        }
-        let plt = kind == PATCHABLE[2];
-        if current == 0 || (plt && current < base) {
-            // Not relocated yet: a lazy PLT slot holds its small link-time value until the
-            // loader adds the load bias. Writing now would be undone (or corrupted).
-            unrelocated = true;
-            return;
-        }
-        let lazy_stub = plt && current >= start && current < end;
-        if current == from || lazy_stub {
+        let rewrite = match unsafe { SlotValue::read(slot, kind, base, (start, end)) } {
+            SlotValue::Bound(current) | SlotValue::LazyStub(current) if current == to => return,
+            SlotValue::Unrelocated => {
+                unrelocated = true;
+                return;
+            }
+            SlotValue::LazyStub(_) => true,
+            SlotValue::Bound(current) => current == from,
+        };
+        if rewrite {
             // SAFETY: the object is relocated (checked above), so the slot is writable data
             // or RELRO, which the writer handles.
             unsafe { writer.write(slot, to) };
